@@ -1,0 +1,85 @@
+# quantmake — see README.md and CONTRIBUTING.md.
+# Compiler outputs live under obj/ (build/ is where projects put their models).
+
+PREFIX   ?= /usr/local
+CC       ?= cc
+PKGS      = libprotobuf-c libxxhash libarchive libgit2 inih openblas jansson
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+
+# SANITIZE=1 builds into obj/asan with AddressSanitizer and UBSan (make check uses it).
+ifeq ($(SANITIZE),1)
+OBJ      ?= obj/asan
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+OPT      ?= -O1 -g
+else
+OBJ      ?= obj/release
+SANFLAGS :=
+OPT      ?= -O2 -g
+endif
+
+WARN     = -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla -Wformat=2
+CFLAGS  ?=
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) -pthread \
+             -Isrc -I$(OBJ)/gen $(PKG_CFLAGS) $(CFLAGS)
+LDLIBS   = $(PKG_LIBS) -lm -pthread
+
+SRCS := $(sort $(shell find src -name '*.c'))
+OBJS := $(SRCS:%.c=$(OBJ)/%.o) $(OBJ)/gen/onnx.pb-c.o $(OBJ)/gen/op_registry.o
+BIN  := $(OBJ)/quantmake
+
+.PHONY: all clean check deps install bench
+all: quantmake
+
+quantmake: $(BIN)
+	@if [ "$(SANITIZE)" != 1 ]; then cp -f $(BIN) quantmake; fi
+
+$(BIN): $(OBJS)
+	$(CC) $(ALL_CFLAGS) -o $@ $(OBJS) $(LDLIBS)
+
+# protobuf-c code is generated at build time from the system's onnx.proto.
+$(OBJ)/gen/onnx.pb-c.c $(OBJ)/gen/onnx.pb-c.h &: $(ONNX_PROTO)
+	@mkdir -p $(OBJ)/gen/onnx
+	cp -f $(ONNX_PROTO) $(OBJ)/gen/onnx.proto
+	cd $(OBJ)/gen && protoc-c --c_out=. onnx.proto
+
+$(OBJ)/gen/onnx.pb-c.o: $(OBJ)/gen/onnx.pb-c.c
+	$(CC) $(ALL_CFLAGS) -Wno-error -c -o $@ $<
+
+# The operator table is generated from the OPERATOR(...) lines in src/ops/*.c.
+$(OBJ)/gen/op_registry.c: $(wildcard src/ops/*.c) tools/gen-registry.sh
+	@mkdir -p $(OBJ)/gen
+	sh tools/gen-registry.sh src/ops/*.c > $@.tmp && mv $@.tmp $@
+
+$(OBJ)/gen/op_registry.o: $(OBJ)/gen/op_registry.c $(OBJ)/gen/onnx.pb-c.h
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(OBJ)/%.o: %.c $(OBJ)/gen/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(OBJS:.o=.d)
+
+# Installs the Debian packages and the PyPI test oracles (idempotent).
+deps:
+	sh scripts/install-deps.sh
+	sh scripts/venv.sh
+
+# The test command of README.md: installs what it needs, builds with
+# sanitizers and warnings as errors, runs every test.
+check: deps
+	$(MAKE) SANITIZE=1 obj/asan/quantmake
+	$(MAKE) quantmake
+	QUANTMAKE=$(CURDIR)/obj/asan/quantmake sh tests/run.sh
+
+bench: quantmake
+	sh bench/run.sh
+
+install: quantmake
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 quantmake $(DESTDIR)$(PREFIX)/bin/quantmake
+	install -m 644 doc/quantmake.1 $(DESTDIR)$(PREFIX)/share/man/man1/quantmake.1
+
+clean:
+	rm -rf obj quantmake

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Installs the Debian packages quantmake builds and tests with. Idempotent:
+# packages already present are left alone, and the ones installed are named.
+set -e
+PKGS="build-essential pkg-config make
+libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
+libxxhash-dev xxhash libarchive-dev libgit2-dev libinih-dev
+libopenblas-dev libjansson-dev
+python3 python3-venv git ninja-build zstd"
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing="$missing $p"
+	fi
+done
+if [ -z "$missing" ]; then
+	echo "install-deps: all Debian packages present"
+	exit 0
+fi
+echo "install-deps: installing:$missing"
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing

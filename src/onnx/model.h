@@ -1,0 +1,78 @@
+/* model.h — ONNX models in memory: load, save, external data, lookups.
+ *
+ * A Model wraps the protobuf-c message generated from the system's onnx.proto
+ * (generated into the object directory, never committed). Fields that onnx.proto of the
+ * build machine does not know are kept by protobuf-c as unknown fields and
+ * written back unchanged, so an unmodified model round-trips byte for byte.
+ * All functions return 0 or -1 after error() (see util.h). */
+#ifndef QM_ONNX_MODEL_H
+#define QM_ONNX_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onnx.pb-c.h"
+
+/* Element types newer than some onnx.proto versions; the wire value is an
+ * int32 so they pass through protobuf-c regardless. */
+enum {
+	DT_UNDEFINED = 0, DT_FLOAT = 1, DT_UINT8 = 2, DT_INT8 = 3, DT_UINT16 = 4,
+	DT_INT16 = 5, DT_INT32 = 6, DT_INT64 = 7, DT_STRING = 8, DT_BOOL = 9,
+	DT_FLOAT16 = 10, DT_DOUBLE = 11, DT_UINT32 = 12, DT_UINT64 = 13,
+	DT_COMPLEX64 = 14, DT_COMPLEX128 = 15, DT_BFLOAT16 = 16,
+	DT_FLOAT8E4M3FN = 17, DT_FLOAT8E4M3FNUZ = 18, DT_FLOAT8E5M2 = 19,
+	DT_FLOAT8E5M2FNUZ = 20, DT_UINT4 = 21, DT_INT4 = 22, DT_FLOAT4E2M1 = 23,
+	DT_MAX = 24
+};
+
+/* lower-case ONNX name of an element type ("float", "int8", ...), or "?" */
+const char *dtype_name(int dt);
+/* type from its name as dtype_name() prints it; -1 if unknown */
+int dtype_from_name(const char *name);
+/* size in bits of one element (4 for int4), 0 for string/undefined */
+int dtype_bits(int dt);
+/* bytes needed for n elements of dt (rounded up for 4-bit types) */
+size_t dtype_nbytes(int dt, int64_t n);
+
+typedef struct ExtMap ExtMap;
+
+typedef struct Model {
+	Onnx__ModelProto *proto;
+	char *path;       /* as given to model_load, or NULL */
+	char *dir;        /* directory that external data locations are relative to */
+	ExtMap *ext;      /* mapped external data files */
+} Model;
+
+/* Load PATH. Errors read "not an ONNX model: PATH: reason". */
+int model_load(const char *path, Model **out);
+/* Parse an in-memory serialized model; dir resolves external data. */
+int model_parse(const void *data, size_t len, const char *dir, Model **out);
+/* Wrap a proto built in memory (takes ownership). */
+Model *model_wrap(Onnx__ModelProto *proto, const char *dir);
+void model_free(Model *m);
+
+typedef struct SaveOpts {
+	/* move tensors of at least this many bytes to external data (0: never) */
+	size_t external_threshold;
+	/* file name of the external data, relative to the model's directory */
+	const char *external_name;
+} SaveOpts;
+/* Serialize to PATH atomically (temp + rename). External data referenced by
+ * the model is rewritten beside PATH when opts asks for it, or when it was
+ * external in the source and PATH is in another directory. */
+int model_save(Model *m, const char *path, const SaveOpts *opts);
+/* Serialize into a malloc'd buffer (no external data handling). */
+int model_serialize(const Model *m, uint8_t **data, size_t *len);
+
+/* Opset version imported for DOMAIN ("" or "ai.onnx" = default), or 0. */
+int64_t model_opset(const Onnx__ModelProto *m, const char *domain);
+
+/* Bytes of an initializer or attribute tensor in little-endian raw form,
+ * whether stored as raw_data, typed fields or external data. *owned is set
+ * when the caller must free(*data). Checks the length against the dims. */
+int model_tensor_bytes(Model *m, const Onnx__TensorProto *t, const void **data,
+		       size_t *len, int *owned);
+/* Number of elements implied by t->dims (-1 on overflow/negative). */
+int64_t tensor_proto_numel(const Onnx__TensorProto *t);
+
+#endif

@@ -1,0 +1,146 @@
+/* node.c — node attributes (see node.h). */
+#include "onnx/node.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+const char *node_label(const Onnx__NodeProto *n, char *buf, size_t size)
+{
+	if (n->name && *n->name)
+		snprintf(buf, size, "%s", n->name);
+	else
+		snprintf(buf, size, "%s(%s)", n->op_type ? n->op_type : "?",
+			 n->n_output && n->output[0] ? n->output[0] : "");
+	return buf;
+}
+
+const Onnx__AttributeProto *node_attr(const Onnx__NodeProto *n, const char *name)
+{
+	for (size_t i = 0; i < n->n_attribute; i++)
+		if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name))
+			return n->attribute[i];
+	return NULL;
+}
+
+static const char *type_name(int t)
+{
+	static const char *names[] = {"undefined", "float", "int", "string", "tensor", "graph",
+				      "floats", "ints", "strings", "tensors", "graphs",
+				      "sparse_tensor", "sparse_tensors", "type_proto", "type_protos"};
+	return t >= 0 && t < (int)ARRAY_LEN(names) ? names[t] : "?";
+}
+
+static int want(const Onnx__NodeProto *n, const Onnx__AttributeProto *a, int type)
+{
+	int have = a->has_type ? (int)a->type : 0;
+	if (have == type)
+		return 0;
+	char lb[256];
+	return error("node '%s': attribute '%s' has type %s, expected %s",
+		     node_label(n, lb, sizeof lb), a->name, type_name(have), type_name(type));
+}
+
+int attr_int(const Onnx__NodeProto *n, const char *name, int64_t dflt, int64_t *out)
+{
+	const Onnx__AttributeProto *a = node_attr(n, name);
+	*out = dflt;
+	if (!a)
+		return 0;
+	if (want(n, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT) < 0)
+		return -1;
+	*out = a->i;
+	return 0;
+}
+
+int attr_float(const Onnx__NodeProto *n, const char *name, float dflt, float *out)
+{
+	const Onnx__AttributeProto *a = node_attr(n, name);
+	*out = dflt;
+	if (!a)
+		return 0;
+	if (want(n, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT) < 0)
+		return -1;
+	*out = a->f;
+	return 0;
+}
+
+int attr_str(const Onnx__NodeProto *n, const char *name, const char *dflt, char *buf, size_t size)
+{
+	const Onnx__AttributeProto *a = node_attr(n, name);
+	if (!a) {
+		snprintf(buf, size, "%s", dflt ? dflt : "");
+		return 0;
+	}
+	if (want(n, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING) < 0)
+		return -1;
+	if (a->s.len >= size) {
+		char lb[256];
+		return error("node '%s': attribute '%s' is too long (%zu bytes)",
+			     node_label(n, lb, sizeof lb), name, a->s.len);
+	}
+	if (a->s.len)
+		memcpy(buf, a->s.data, a->s.len);
+	buf[a->s.len] = 0;
+	return 0;
+}
+
+int attr_ints(const Onnx__NodeProto *n, const char *name, const int64_t **v, size_t *len)
+{
+	const Onnx__AttributeProto *a = node_attr(n, name);
+	*v = NULL;
+	*len = 0;
+	if (!a)
+		return 0;
+	if (want(n, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS) < 0)
+		return -1;
+	*v = a->ints;
+	*len = a->n_ints;
+	return 0;
+}
+
+int attr_floats(const Onnx__NodeProto *n, const char *name, const float **v, size_t *len)
+{
+	const Onnx__AttributeProto *a = node_attr(n, name);
+	*v = NULL;
+	*len = 0;
+	if (!a)
+		return 0;
+	if (want(n, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS) < 0)
+		return -1;
+	*v = a->floats;
+	*len = a->n_floats;
+	return 0;
+}
+
+int attr_tensor(const Onnx__NodeProto *n, const char *name, const Onnx__TensorProto **t)
+{
+	const Onnx__AttributeProto *a = node_attr(n, name);
+	*t = NULL;
+	if (!a)
+		return 0;
+	if (want(n, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR) < 0)
+		return -1;
+	*t = a->t;
+	return 0;
+}
+
+int attr_graph(const Onnx__NodeProto *n, const char *name, const Onnx__GraphProto **g)
+{
+	const Onnx__AttributeProto *a = node_attr(n, name);
+	*g = NULL;
+	if (!a)
+		return 0;
+	if (want(n, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH) < 0)
+		return -1;
+	*g = a->g;
+	return 0;
+}
+
+const char *node_input(const Onnx__NodeProto *n, size_t i)
+{
+	if (i >= n->n_input || !n->input[i] || !n->input[i][0])
+		return NULL;
+	return n->input[i];
+}

@@ -1,0 +1,232 @@
+/* tensor.c — dense tensors (see tensor.h). */
+#include "onnx/tensor.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+int64_t shape_numel(int rank, const int64_t *dims)
+{
+	int64_t n = 1;
+	for (int i = 0; i < rank; i++) {
+		if (dims[i] < 0 || (dims[i] && n > INT64_MAX / dims[i]))
+			return -1;
+		n *= dims[i];
+	}
+	return n;
+}
+
+const char *shape_str(int rank, const int64_t *dims, char *buf, size_t n)
+{
+	size_t o = 0;
+	o += (size_t)snprintf(buf + o, n > o ? n - o : 0, "[");
+	for (int i = 0; i < rank && o < n; i++)
+		o += (size_t)snprintf(buf + o, n - o, i ? ",%lld" : "%lld", (long long)dims[i]);
+	if (o < n)
+		snprintf(buf + o, n - o, "]");
+	return buf;
+}
+
+static int set_shape(Tensor *t, int dtype, int rank, const int64_t *dims)
+{
+	if (rank < 0 || rank > QM_MAX_RANK)
+		return error("tensor rank %d exceeds the supported maximum %d", rank, QM_MAX_RANK);
+	int64_t n = shape_numel(rank, dims);
+	if (n < 0)
+		return error("invalid tensor shape (negative or overflowing dimension)");
+	if (dtype_bits(dtype) == 0)
+		return error("tensors of type %s are not supported", dtype_name(dtype));
+	t->dtype = dtype;
+	t->rank = rank;
+	if (rank)
+		memcpy(t->dims, dims, (size_t)rank * sizeof *dims);
+	t->numel = n;
+	t->nbytes = dtype_nbytes(dtype, n);
+	return 0;
+}
+
+int tensor_alloc(Tensor *t, int dtype, int rank, const int64_t *dims)
+{
+	if (t->owned)
+		free(t->data);
+	t->data = NULL;
+	t->owned = 0;
+	if (set_shape(t, dtype, rank, dims) < 0)
+		return -1;
+	t->data = xcalloc(t->nbytes ? t->nbytes : 1, 1);
+	t->owned = 1;
+	return 0;
+}
+
+int tensor_borrow(Tensor *t, int dtype, int rank, const int64_t *dims, void *data)
+{
+	if (t->owned)
+		free(t->data);
+	t->data = NULL;
+	t->owned = 0;
+	if (set_shape(t, dtype, rank, dims) < 0)
+		return -1;
+	t->data = data;
+	return 0;
+}
+
+void tensor_free(Tensor *t)
+{
+	if (t->owned)
+		free(t->data);
+	free(t->name);
+	memset(t, 0, sizeof *t);
+}
+
+int tensor_copy(Tensor *dst, const Tensor *src)
+{
+	if (dst == src)
+		return 0;
+	if (tensor_alloc(dst, src->dtype, src->rank, src->dims) < 0)
+		return -1;
+	if (src->nbytes)
+		memcpy(dst->data, src->data, src->nbytes);
+	return 0;
+}
+
+int tensor_from_proto(Model *m, const Onnx__TensorProto *p, Tensor *t)
+{
+	const void *data;
+	size_t len;
+	int owned;
+	if ((int)p->n_dims > QM_MAX_RANK)
+		return error("tensor '%s': rank %zu exceeds the supported maximum %d",
+			     p->name ? p->name : "", p->n_dims, QM_MAX_RANK);
+	if (model_tensor_bytes(m, p, &data, &len, &owned) < 0)
+		return -1;
+	memset(t, 0, sizeof *t);
+	int r = tensor_alloc(t, p->data_type, (int)p->n_dims, p->dims);
+	if (r == 0 && len)
+		memcpy(t->data, data, len);
+	if (owned)
+		free((void *)data);
+	if (r == 0 && p->name)
+		t->name = xstrdup(p->name);
+	return r;
+}
+
+Onnx__TensorProto *tensor_to_proto(const Tensor *t, const char *name)
+{
+	Onnx__TensorProto *p = xmalloc(sizeof *p);
+	onnx__tensor_proto__init(p);
+	p->name = xstrdup(name ? name : (t->name ? t->name : ""));
+	p->has_data_type = 1;
+	p->data_type = t->dtype;
+	p->n_dims = (size_t)t->rank;
+	p->dims = xmalloc(sizeof(int64_t) * (size_t)(t->rank ? t->rank : 1));
+	if (t->rank)
+		memcpy(p->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
+	p->has_raw_data = 1;
+	p->raw_data.len = t->nbytes;
+	p->raw_data.data = xmalloc(t->nbytes ? t->nbytes : 1);
+	if (t->nbytes)
+		memcpy(p->raw_data.data, t->data, t->nbytes);
+	return p;
+}
+
+float half_to_float(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+	if (exp == 0) {
+		if (man == 0) {
+			u = sign;
+		} else {
+			int e = -1;
+			do {
+				e++;
+				man <<= 1;
+			} while (!(man & 0x400));
+			u = sign | (uint32_t)(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
+		}
+	} else if (exp == 31) {
+		u = sign | 0x7f800000u | man << 13;
+	} else {
+		u = sign | (exp + 127 - 15) << 23 | man << 13;
+	}
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+uint16_t float_to_half(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+	uint32_t exp = (u >> 23) & 0xff, man = u & 0x7fffff;
+	if (exp == 0xff)
+		return sign | 0x7c00 | (man ? 0x200 : 0);
+	int e = (int)exp - 127 + 15;
+	if (e >= 31)
+		return sign | 0x7c00;
+	if (e <= 0) {
+		if (e < -10)
+			return sign;
+		man |= 0x800000;
+		int shift = 14 - e;
+		uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+		if (rem > mid || (rem == mid && (half & 1)))
+			half++;
+		return sign | (uint16_t)half;
+	}
+	uint32_t half = (uint32_t)e << 10 | man >> 13, rem = man & 0x1fff;
+	if (rem > 0x1000 || (rem == 0x1000 && (half & 1)))
+		half++;
+	return sign | (uint16_t)half;
+}
+
+float bf16_to_float(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+uint16_t float_to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if (isnan(f))
+		return (uint16_t)((u >> 16) | 0x40);
+	u += 0x7fff + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+
+double tensor_get_f64(const Tensor *t, int64_t i)
+{
+	const uint8_t *d = t->data;
+	switch (t->dtype) {
+	case DT_FLOAT: { float v; memcpy(&v, d + 4 * i, 4); return v; }
+	case DT_DOUBLE: { double v; memcpy(&v, d + 8 * i, 8); return v; }
+	case DT_FLOAT16: { uint16_t v; memcpy(&v, d + 2 * i, 2); return half_to_float(v); }
+	case DT_BFLOAT16: { uint16_t v; memcpy(&v, d + 2 * i, 2); return bf16_to_float(v); }
+	default: return (double)tensor_get_i64(t, i);
+	}
+}
+
+int64_t tensor_get_i64(const Tensor *t, int64_t i)
+{
+	const uint8_t *d = t->data;
+	switch (t->dtype) {
+	case DT_INT64: { int64_t v; memcpy(&v, d + 8 * i, 8); return v; }
+	case DT_INT32: { int32_t v; memcpy(&v, d + 4 * i, 4); return v; }
+	case DT_INT16: { int16_t v; memcpy(&v, d + 2 * i, 2); return v; }
+	case DT_UINT16: { uint16_t v; memcpy(&v, d + 2 * i, 2); return v; }
+	case DT_UINT32: { uint32_t v; memcpy(&v, d + 4 * i, 4); return v; }
+	case DT_UINT64: { uint64_t v; memcpy(&v, d + 8 * i, 8); return (int64_t)v; }
+	case DT_INT8: return (int8_t)d[i];
+	case DT_UINT8: case DT_BOOL: return d[i];
+	case DT_FLOAT: case DT_DOUBLE: case DT_FLOAT16: case DT_BFLOAT16:
+		return (int64_t)tensor_get_f64(t, i);
+	default: return 0;
+	}
+}

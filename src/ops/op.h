@@ -1,0 +1,130 @@
+/* op.h — the operator interface: type/shape inference and kernels.
+ *
+ * Everything about one ONNX operator lives in src/ops/<family>.c or
+ * src/ops/<op>.c: its inference function and its kernel, registered with one
+ * OPERATOR(...) line at file scope, for example
+ *
+ *     OPERATOR(ai_onnx, Relu, 6, relu_infer, relu_run)
+ *
+ * tools/gen-registry.sh collects those lines into one table sorted by
+ * (domain, name, since); ops_find() picks the entry with the greatest `since`
+ * not above the model's opset for that domain. An entry may leave infer or run
+ * NULL only while that half does not exist; the pass and the interpreter then
+ * report "no shape inference for X-N" / "X-N is not supported" by name.
+ *
+ * Both callbacks return 0, or -1 after op_error()/error(): never abort, never
+ * guess a type, never read beyond a tensor's nbytes. */
+#ifndef QM_OPS_OP_H
+#define QM_OPS_OP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onnx/model.h"
+#include "onnx/node.h"
+#include "onnx/tensor.h"
+
+/* ---- static types, for inference ---- */
+
+/* One dimension: v >= 0 is known; v < 0 is symbolic (sym names it, interned
+ * by the pass, so symbols compare by pointer) or unknown (sym == NULL). */
+typedef struct Dim {
+	int64_t v;
+	const char *sym;
+} Dim;
+
+enum { VT_UNKNOWN = 0, VT_TENSOR, VT_SEQUENCE, VT_OPTIONAL, VT_SPARSE, VT_MAP };
+
+typedef struct ValueType {
+	int kind;                 /* VT_* */
+	int elem;                 /* DT_* of a tensor, 0 if unknown */
+	int rank;                 /* -1 if the rank is unknown */
+	Dim dims[QM_MAX_RANK];
+	struct ValueType *inner;  /* element of a sequence / optional (owned) */
+	/* Known contents, for constant propagation of shape computations:
+	 * value is a complete small tensor; symval the contents of a 1-D int64
+	 * tensor where some entries are symbolic (Shape of a symbolic input). */
+	Tensor *value;            /* owned, or NULL */
+	Dim *symval;              /* owned, nsymval entries, or NULL */
+	int64_t nsymval;
+} ValueType;
+
+typedef struct InferState InferState;  /* the pass's, opaque to operators */
+
+typedef struct InferCtx {
+	const Onnx__NodeProto *node;
+	int64_t opset;            /* opset of the node's domain in this model */
+	size_t nin, nout;         /* node's input / output counts */
+	const ValueType *const *in;  /* NULL entry: input absent (optional) */
+	ValueType *const *out;    /* zeroed (kind VT_UNKNOWN, rank -1); fill in */
+	InferState *st;
+} InferCtx;
+
+/* error prefixed with the node's label and op type; returns -1 */
+int op_error(const Onnx__NodeProto *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* a fresh unknown-but-named dimension ("unk__N") from the pass */
+Dim infer_fresh_dim(InferCtx *c);
+/* infer a subgraph (If/Loop/Scan body) with the given input types, outer
+ * scope visible; outputs receive the body's output types (caller frees with
+ * vt_clear) */
+int infer_subgraph(InferCtx *c, const Onnx__GraphProto *g, size_t nin,
+		   const ValueType *const *in, size_t nout, ValueType *out);
+
+/* ValueType helpers (ops/common.c) */
+void vt_clear(ValueType *t);                           /* free owned parts, reset */
+int vt_copy(ValueType *dst, const ValueType *src);      /* deep copy */
+void vt_set_tensor(ValueType *t, int elem, int rank);   /* kind tensor, dims unknown */
+int dim_eq(Dim a, Dim b);                               /* same known value or same symbol */
+/* numpy-style broadcast of a and b's shapes into out (rank/dims); -1 on a
+ * definite mismatch */
+int broadcast_dims(const Onnx__NodeProto *n, const ValueType *a, const ValueType *b, ValueType *out);
+/* normalize a possibly negative axis against rank; -1 with op_error if out of range */
+int norm_axis(const Onnx__NodeProto *n, int64_t axis, int rank, int64_t *out);
+/* output i is a tensor with input j's elem type and shape (unary ops) */
+int infer_same_as_input(InferCtx *c, size_t out, size_t in);
+
+/* ---- kernels ---- */
+
+typedef struct Interp Interp;  /* the interpreter's, opaque to operators */
+
+typedef struct RunCtx {
+	const Onnx__NodeProto *node;
+	int64_t opset;
+	size_t nin, nout;
+	const Tensor *const *in;  /* NULL entry: input absent (optional) */
+	Tensor *const *out;       /* empty; allocate with op_output() */
+	Interp *interp;
+	int threads;              /* threads the kernel may use */
+} RunCtx;
+
+/* Allocate output i with the given type and shape. Contents are
+ * unspecified: the kernel writes every element. */
+int op_output(RunCtx *c, size_t i, int dtype, int rank, const int64_t *dims);
+/* Run a subgraph (If/Loop/Scan body) on the given inputs with the outer
+ * scope visible; outputs are allocated by the callee (caller tensor_free()s). */
+int run_subgraph(RunCtx *c, const Onnx__GraphProto *g, size_t nin,
+		 const Tensor *const *in, size_t nout, Tensor *out);
+
+/* ---- registry ---- */
+
+typedef struct OpDef {
+	const char *domain;       /* "" for ai.onnx */
+	const char *name;
+	int since;
+	int (*infer)(InferCtx *c);
+	int (*run)(RunCtx *c);
+} OpDef;
+
+#define OPDOMAIN_ai_onnx ""
+#define OPDOMAIN_ai_onnx_ml "ai.onnx.ml"
+#define OPDOMAIN_com_microsoft "com.microsoft"
+#define OPERATOR(dom, nm, since_, inf, run_) \
+	const OpDef opdef_##dom##_##nm##_##since_ = {OPDOMAIN_##dom, #nm, since_, inf, run_};
+
+extern const OpDef *const op_registry[];
+extern const size_t op_registry_len;
+
+/* The definition for (domain, name) in effect at opset, or NULL. */
+const OpDef *ops_find(const char *domain, const char *name, int64_t opset);
+
+#endif

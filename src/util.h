@@ -1,0 +1,95 @@
+/* util.h — allocation, diagnostics, string buffers, paths and atomic files.
+ *
+ * Two levels of errors (see STYLE.md): the driver may fatal(); library-like
+ * code returns -1 after error(), which records the message in a thread-local
+ * buffer readable with errmsg() so callers can decide whether to print it. */
+#ifndef QM_UTIL_H
+#define QM_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define QM_VERSION "0.1.0"
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* program name used as the prefix of diagnostics */
+extern const char *argv0;
+
+/* print "argv0: msg" and exit 2 (usage/rule errors) or the given code */
+_Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn void fatalx(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* print "argv0: warning: msg"; a format ending in ':' appends strerror(errno) */
+void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* record a message for errmsg() and return -1; ':' suffix appends strerror */
+int error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int verror(const char *fmt, va_list ap);
+/* the last message recorded by error() in this thread ("" if none) */
+const char *errmsg(void);
+/* prefix the recorded message with "fmt: " (adds context while unwinding) */
+int error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t sz);
+void *xrealloc(void *p, size_t n);
+void *xreallocarray(void *p, size_t n, size_t sz);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Growable string. Invariant: buf is NUL-terminated when cap > 0; len excludes
+ * the NUL. A zero-initialized StrBuf is empty and valid. */
+typedef struct StrBuf {
+	char *buf;
+	size_t len, cap;
+} StrBuf;
+void sb_grow(StrBuf *sb, size_t extra);
+void sb_add(StrBuf *sb, const void *p, size_t n);
+void sb_puts(StrBuf *sb, const char *s);
+void sb_putc(StrBuf *sb, char c);
+void sb_printf(StrBuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap);
+/* append s as a JSON string literal (quoted and escaped) */
+void sb_json_str(StrBuf *sb, const char *s);
+void sb_reset(StrBuf *sb);
+/* hand over the buffer (never NULL) and leave sb empty */
+char *sb_detach(StrBuf *sb);
+void sb_release(StrBuf *sb);
+
+/* Dynamic array of pointers. */
+typedef struct PtrVec {
+	void **v;
+	size_t n, cap;
+} PtrVec;
+void pv_push(PtrVec *pv, void *p);
+void pv_free(PtrVec *pv);
+
+/* path joining: a/b, never doubling '/'; result malloc'd */
+char *path_join(const char *a, const char *b);
+/* directory part of path ("." if none); malloc'd */
+char *path_dir(const char *path);
+/* mkdir -p; 0 or -1 with error() */
+int mkdirs(const char *path);
+/* rm -rf; 0 or -1 */
+int rmtree(const char *path);
+
+/* Read a whole file into memory (NUL-terminated for convenience). */
+int read_file(const char *path, char **data, size_t *len);
+/* Write data to path atomically: temp file in the same directory, fsync,
+ * rename. On any failure nothing is left behind and -1 is returned. */
+int write_file_atomic(const char *path, const void *data, size_t len);
+/* Copy a file atomically (temp + rename), preserving nothing but content;
+ * mode is applied to the result. */
+int copy_file_atomic(const char *src, const char *dst, unsigned mode);
+
+/* monotonic time in seconds */
+double now_sec(void);
+/* Levenshtein distance, for "did you mean" suggestions */
+int edit_distance(const char *a, const char *b);
+/* number of online CPUs (at least 1) */
+int ncpus(void);
+/* parse a size like "10G", "512M", "1000": bytes, or -1 */
+int64_t parse_size(const char *s);
+
+#endif

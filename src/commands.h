@@ -6,5 +6,16 @@
 
 /* quantmake inspect MODEL [--json] (src/onnx/inspect.c) */
 int cmd_inspect(int argc, char **argv);
+/* quantmake convert IN OUT [--external-data NAME] [--threshold BYTES] [--inline]
+ * (src/onnx/convert.c) */
+int cmd_convert(int argc, char **argv);
+
+/* quantmake run MODEL [-i [NAME=]FILE]... [-d DIR] [-o OUT.npz] [--compare DIR]
+ * [--bench N] [-t THREADS] (src/exec/run_cmd.c) */
+int cmd_run(int argc, char **argv);
+
+/* quantmake infer-shapes IN OUT [--strict] | --check-against-declared MODEL...
+ * (src/infer/cmd.c) */
+int cmd_infer_shapes(int argc, char **argv);
 
 #endif

@@ -1,16 +1,35 @@
 /* main.c — command line: subcommands and make-style build options. */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "build.h"
+#include "cache.h"
 #include "commands.h"
+#include "rules/rules.h"
 #include "util.h"
+
+static int cmd_clean(int argc, char **argv);
+static int cmd_gc(int argc, char **argv);
+static int cmd_graph(int argc, char **argv);
 
 static const struct {
 	const char *name;
 	int (*fn)(int, char **);
 	const char *help;
 } commands[] = {
+	{"clean", cmd_clean, "clean [--cache]          remove the build directory (and the cache)"},
+	{"gc", cmd_gc, "gc --max-size SIZE       evict least recently used cache entries"},
+	{"graph", cmd_graph, "graph [TARGET...]        print the action graph (Graphviz dot)"},
+	{"run", cmd_run, "run MODEL [-i [NAME=]FILE]... [-d DIR] [-o OUT.npz] [--compare DIR] [--bench N] [-t N]\n"
+			 "                           run a model with the built-in interpreter"},
 	{"inspect", cmd_inspect, "inspect MODEL [--json]   summarize an ONNX model"},
+	{"infer-shapes", cmd_infer_shapes, "infer-shapes IN OUT [--strict]   infer types and shapes"},
+	{"convert", cmd_convert, "convert IN OUT [--external-data NAME] [--threshold BYTES] [--inline]\n"
+				 "                           re-save a model, moving tensors to/from external data"},
 };
 
 static void usage(FILE *f)
@@ -21,20 +40,161 @@ static void usage(FILE *f)
 		fprintf(f, "  %s\n", commands[i].help);
 }
 
+/* Options shared by builds and project subcommands. */
+static struct {
+	const char *file;
+	int jobs;
+	int keep_going, dry_run, force, explain;
+} opt;
+
+static Project *load_project(void)
+{
+	char cwd[PATH_MAX];
+	if (!getcwd(cwd, sizeof cwd))
+		fatal("cannot read the current directory:");
+	Project *p;
+	if (rules_load(cwd, opt.file, &p) < 0)
+		fatal("%s", errmsg());
+	return p;
+}
+
+/* Resolve the cache and build directories: QUANTMAKE_CACHE, then the
+ * cache setting, then cache/ at the project root. */
+static void dirs(Project *p, BuildOpts *o)
+{
+	const char *env = getenv("QUANTMAKE_CACHE");
+	const char *set = sec_get(&p->settings, "cache");
+	o->cache_dir = env && *env ? env : set ? set : "cache";
+	const char *bd = sec_get(&p->settings, "build-dir");
+	o->build_dir = bd ? bd : "build";
+	const char *j = sec_get(&p->settings, "jobs");
+	o->jobs = opt.jobs > 0 ? opt.jobs : j ? atoi(j) : ncpus();
+	o->keep_going = opt.keep_going;
+	o->dry_run = opt.dry_run;
+	o->force = opt.force;
+	o->explain = opt.explain;
+}
+
+static int cmd_clean(int argc, char **argv)
+{
+	int cache = argc > 1 && !strcmp(argv[1], "--cache");
+	if (argc > 2 || (argc == 2 && !cache)) {
+		fprintf(stderr, "usage: quantmake clean [--cache]\n");
+		return 2;
+	}
+	Project *p = load_project();
+	BuildOpts o;
+	dirs(p, &o);
+	int r = rmtree(o.build_dir);
+	if (r == 0)
+		printf("removed %s/\n", o.build_dir);
+	if (r == 0 && cache) {
+		r = rmtree(o.cache_dir);
+		if (r == 0)
+			printf("removed %s/\n", o.cache_dir);
+	}
+	if (r < 0)
+		fprintf(stderr, "%s: %s\n", argv0, errmsg());
+	project_free(p);
+	return r < 0 ? 1 : 0;
+}
+
+static int cmd_gc(int argc, char **argv)
+{
+	if (argc != 3 || strcmp(argv[1], "--max-size")) {
+		fprintf(stderr, "usage: quantmake gc --max-size SIZE   (SIZE like 500M, 10G)\n");
+		return 2;
+	}
+	int64_t max = parse_size(argv[2]);
+	if (max < 0) {
+		fprintf(stderr, "%s: invalid size '%s': expected a number with an optional K, M, G or T suffix\n",
+			argv0, argv[2]);
+		return 2;
+	}
+	Project *p = load_project();
+	BuildOpts o;
+	dirs(p, &o);
+	Cache *c = cache_open(o.cache_dir);
+	int r = c ? cache_gc(c, max) : -1;
+	if (r < 0)
+		fprintf(stderr, "%s: %s\n", argv0, errmsg());
+	cache_close(c);
+	project_free(p);
+	return r < 0 ? 1 : 0;
+}
+
+static int cmd_graph(int argc, char **argv)
+{
+	Project *p = load_project();
+	BuildOpts o;
+	dirs(p, &o);
+	int r = build_graph(p, &o, argc - 1, argv + 1);
+	project_free(p);
+	return r;
+}
+
+static int parse_jobs(const char *s)
+{
+	char *end;
+	long j = strtol(s, &end, 10);
+	if (!*s || *end || j < 1 || j > 1024)
+		fatal("-j expects a number from 1 to 1024, got '%s'", s);
+	return (int)j;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		usage(stdout);
-		return 0;
+	int i;
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(a, "--version")) {
+			printf("quantmake %s\n", QM_VERSION);
+			return 0;
+		} else if (!strcmp(a, "-C") || !strcmp(a, "-f") || !strcmp(a, "-j")) {
+			if (i + 1 >= argc)
+				fatal("option %s needs an argument", a);
+			const char *v = argv[++i];
+			if (a[1] == 'C' && chdir(v) < 0)
+				fatal("cannot change to directory '%s':", v);
+			if (a[1] == 'f')
+				opt.file = v;
+			if (a[1] == 'j')
+				opt.jobs = parse_jobs(v);
+		} else if (!strncmp(a, "-j", 2) && a[2]) {
+			opt.jobs = parse_jobs(a + 2);
+		} else if (!strncmp(a, "-C", 2) && a[2]) {
+			if (chdir(a + 2) < 0)
+				fatal("cannot change to directory '%s':", a + 2);
+		} else if (!strcmp(a, "-k") || !strcmp(a, "--keep-going")) {
+			opt.keep_going = 1;
+		} else if (!strcmp(a, "-n") || !strcmp(a, "--dry-run")) {
+			opt.dry_run = 1;
+		} else if (!strcmp(a, "-B") || !strcmp(a, "--always-make")) {
+			opt.force = 1;
+		} else if (!strcmp(a, "--explain")) {
+			opt.explain = 1;
+		} else if (!strcmp(a, "--")) {
+			i++;
+			break;
+		} else if (a[0] == '-') {
+			fprintf(stderr, "%s: unknown option '%s'\n", argv0, a);
+			usage(stderr);
+			return 2;
+		} else {
+			break;
+		}
 	}
-	if (argc > 1 && !strcmp(argv[1], "--version")) {
-		printf("quantmake %s\n", QM_VERSION);
-		return 0;
-	}
-	if (argc > 1)
-		for (size_t i = 0; i < ARRAY_LEN(commands); i++)
-			if (!strcmp(argv[1], commands[i].name))
-				return commands[i].fn(argc - 1, argv + 1);
-	usage(stderr);
-	return 2;
+	if (i < argc)
+		for (size_t c = 0; c < ARRAY_LEN(commands); c++)
+			if (!strcmp(argv[i], commands[c].name))
+				return commands[c].fn(argc - i, argv + i);
+	Project *p = load_project();
+	BuildOpts o;
+	dirs(p, &o);
+	int r = build_run(p, &o, argc - i, argv + i);
+	project_free(p);
+	return r;
 }

@@ -1,13 +1,25 @@
-/* model.c — load, save and query ONNX models (see model.h). */
+/* model.c — load, save and query ONNX models (see model.h).
+ *
+ * Loading maps the file and unpacks it with protobuf-c, which copies what it
+ * keeps, so the mapping is released at once. Saving streams the serialized
+ * model into a temporary file beside the target and renames it; external
+ * data files are written the same way, before the model that names them.
+ * While saving, tensors that move in or out of external data are modified
+ * in place and restored afterwards, so the caller's Model is unchanged. */
 #include "onnx/model.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
+#include "onnx/extdata.h"
 #include "util.h"
 
 static const struct {
@@ -56,41 +68,155 @@ size_t dtype_nbytes(int dt, int64_t n)
 	return (size_t)n * (size_t)(bits / 8);
 }
 
-struct ExtMap {
-	char *location;
-	int fd;
-	struct ExtMap *next;
+/* The encoding as loaded, for models protobuf-c would re-encode differently;
+ * canon is the hash of protobuf-c's encoding of the model as loaded. */
+struct ModelOrig {
+	const uint8_t *data;
+	size_t len;
+	void *map;        /* mapping to munmap, or NULL when data is malloc'd */
+	XXH128_hash_t canon;
 };
+
+/* ProtobufCBuffer that hashes the encoding and compares it with ref */
+typedef struct CanonBuf {
+	ProtobufCBuffer base;
+	XXH3_state_t *st;
+	const uint8_t *ref;
+	size_t reflen, pos;
+	int differs;
+} CanonBuf;
+
+static void canon_append(ProtobufCBuffer *base, size_t len, const uint8_t *data)
+{
+	CanonBuf *b = (CanonBuf *)base;
+	XXH3_128bits_update(b->st, data, len);
+	if (!b->ref || b->differs)
+		return;
+	if (len > b->reflen - b->pos || memcmp(b->ref + b->pos, data, len))
+		b->differs = 1;
+	else
+		b->pos += len;
+}
+
+/* hash of p's canonical encoding; *same tells whether it equals ref */
+static XXH128_hash_t canon_hash(const Onnx__ModelProto *p, const uint8_t *ref, size_t reflen,
+				int *same)
+{
+	CanonBuf b = {.base = {.append = canon_append}, .ref = ref, .reflen = reflen};
+	b.st = XXH3_createState();
+	if (!b.st)
+		fatalx(1, "out of memory allocating a hash state");
+	XXH3_128bits_reset(b.st);
+	onnx__model_proto__pack_to_buffer(p, &b.base);
+	XXH128_hash_t h = XXH3_128bits_digest(b.st);
+	XXH3_freeState(b.st);
+	if (same)
+		*same = ref && !b.differs && b.pos == reflen;
+	return h;
+}
+
+static void orig_free(struct ModelOrig *o)
+{
+	if (!o)
+		return;
+	if (o->map)
+		munmap(o->map, o->len);
+	else
+		free((void *)o->data);
+	free(o);
+}
+
+/* the original bytes if the model still encodes as it did when loaded */
+static const struct ModelOrig *orig_valid(const Model *m)
+{
+	if (!m->orig)
+		return NULL;
+	XXH128_hash_t h = canon_hash(m->proto, NULL, 0, NULL);
+	return XXH128_isEqual(h, m->orig->canon) ? m->orig : NULL;
+}
+
+/* Unpack and check; map (when not NULL) is data's mapping, which the model
+ * keeps when it needs the original bytes, else it is unmapped. */
+static int parse(const void *data, size_t len, void *map, const char *dir, Model **out)
+{
+	if (len == 0)
+		return error("empty file");
+	Onnx__ModelProto *p = onnx__model_proto__unpack(NULL, len, data);
+	if (!p) {
+		if (map)
+			munmap(map, len);
+		return error("invalid protobuf (truncated, or not a ModelProto)");
+	}
+	const char *why = NULL;
+	if (!p->has_ir_version)
+		why = "no ir_version";
+	else if (!p->graph)
+		why = "no graph";
+	else if (p->ir_version >= 3 && p->n_opset_import == 0)
+		why = "no opset_import";
+	if (why) {
+		onnx__model_proto__free_unpacked(p, NULL);
+		if (map)
+			munmap(map, len);
+		return error("%s (truncated, or not a ModelProto)", why);
+	}
+	int same;
+	XXH128_hash_t h = canon_hash(p, data, len, &same);
+	*out = model_wrap(p, dir);
+	if (same) {
+		if (map)
+			munmap(map, len);
+		return 0;
+	}
+	struct ModelOrig *o = xcalloc(1, sizeof *o);
+	o->len = len;
+	o->canon = h;
+	if (map) {
+		o->map = map;
+		o->data = map;
+	} else {
+		uint8_t *copy = xmalloc(len);
+		memcpy(copy, data, len);
+		o->data = copy;
+	}
+	(*out)->orig = o;
+	return 0;
+}
 
 int model_parse(const void *data, size_t len, const char *dir, Model **out)
 {
-	Onnx__ModelProto *p = onnx__model_proto__unpack(NULL, len, data);
-	if (!p)
-		return error("protobuf parse failed (truncated or not a ModelProto)");
-	if (!p->graph) {
-		onnx__model_proto__free_unpacked(p, NULL);
-		return error("model has no graph");
-	}
-	if (!p->has_ir_version) {
-		onnx__model_proto__free_unpacked(p, NULL);
-		return error("model has no ir_version");
-	}
-	*out = model_wrap(p, dir);
-	return 0;
+	return parse(data, len, NULL, dir, out);
 }
 
 int model_load(const char *path, Model **out)
 {
-	char *data;
-	size_t len;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error("not an ONNX model: %s: %s", path, strerror(errno));
 	struct stat st;
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		return error("not an ONNX model: %s: is a directory", path);
-	if (read_file(path, &data, &len) < 0)
+	const char *why = NULL;
+	if (fstat(fd, &st) < 0)
+		why = strerror(errno);
+	else if (S_ISDIR(st.st_mode))
+		why = "is a directory";
+	else if (!S_ISREG(st.st_mode))
+		why = "not a regular file";
+	else if (st.st_size == 0)
+		why = "empty file";
+	if (why) {
+		error("not an ONNX model: %s: %s", path, why);
+		close(fd);
 		return -1;
+	}
+	void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED) {
+		error("not an ONNX model: %s: cannot map: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	close(fd);
 	char *dir = path_dir(path);
-	int r = model_parse(data, len, dir, out);
-	free(data);
+	int r = parse(map, (size_t)st.st_size, map, dir, out);
 	free(dir);
 	if (r < 0)
 		return error_prefix("not an ONNX model: %s", path);
@@ -110,12 +236,8 @@ void model_free(Model *m)
 {
 	if (!m)
 		return;
-	for (ExtMap *e = m->ext, *n; e; e = n) {
-		n = e->next;
-		close(e->fd);
-		free(e->location);
-		free(e);
-	}
+	ext_free(m->ext);
+	orig_free(m->orig);
 	if (m->proto)
 		onnx__model_proto__free_unpacked(m->proto, NULL);
 	free(m->path);
@@ -125,6 +247,13 @@ void model_free(Model *m)
 
 int model_serialize(const Model *m, uint8_t **data, size_t *len)
 {
+	const struct ModelOrig *o = orig_valid(m);
+	if (o) {
+		*data = xmalloc(o->len);
+		memcpy(*data, o->data, o->len);
+		*len = o->len;
+		return 0;
+	}
 	size_t n = onnx__model_proto__get_packed_size(m->proto);
 	uint8_t *buf = xmalloc(n);
 	size_t w = onnx__model_proto__pack(m->proto, buf);
@@ -137,16 +266,380 @@ int model_serialize(const Model *m, uint8_t **data, size_t *len)
 	return 0;
 }
 
+/* ---- saving ---- */
+
+enum { TK_INIT, TK_ATTR, TK_SPARSE };
+
+/* one tensor of the model and, while saving, its original state */
+typedef struct TRef {
+	Onnx__TensorProto *t;
+	int kind;                          /* TK_* */
+	int swapped;
+	Onnx__TensorProto saved;
+	Onnx__StringStringEntryProto ent[3], *entp[3];
+	char off[24], len[24];
+	void *owned;                       /* bytes to free after saving */
+} TRef;
+
+typedef struct TList {
+	TRef *v;
+	size_t n, cap;
+} TList;
+
+static void tl_add(TList *l, Onnx__TensorProto *t, int kind)
+{
+	if (!t)
+		return;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 64;
+		l->v = xreallocarray(l->v, l->cap, sizeof *l->v);
+	}
+	TRef *r = &l->v[l->n++];
+	memset(r, 0, sizeof *r);
+	r->t = t;
+	r->kind = kind;
+}
+
+static void collect_graph(TList *l, Onnx__GraphProto *g);
+
+static void collect_nodes(TList *l, Onnx__NodeProto **nodes, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < nodes[i]->n_attribute; j++) {
+			Onnx__AttributeProto *a = nodes[i]->attribute[j];
+			tl_add(l, a->t, TK_ATTR);
+			for (size_t k = 0; k < a->n_tensors; k++)
+				tl_add(l, a->tensors[k], TK_ATTR);
+			if (a->sparse_tensor) {
+				tl_add(l, a->sparse_tensor->values, TK_SPARSE);
+				tl_add(l, a->sparse_tensor->indices, TK_SPARSE);
+			}
+			for (size_t k = 0; k < a->n_sparse_tensors; k++) {
+				tl_add(l, a->sparse_tensors[k]->values, TK_SPARSE);
+				tl_add(l, a->sparse_tensors[k]->indices, TK_SPARSE);
+			}
+			if (a->g)
+				collect_graph(l, a->g);
+			for (size_t k = 0; k < a->n_graphs; k++)
+				collect_graph(l, a->graphs[k]);
+		}
+}
+
+static void collect_graph(TList *l, Onnx__GraphProto *g)
+{
+	if (!g)
+		return;
+	for (size_t i = 0; i < g->n_initializer; i++)
+		tl_add(l, g->initializer[i], TK_INIT);
+	for (size_t i = 0; i < g->n_sparse_initializer; i++) {
+		tl_add(l, g->sparse_initializer[i]->values, TK_SPARSE);
+		tl_add(l, g->sparse_initializer[i]->indices, TK_SPARSE);
+	}
+	collect_nodes(l, g->node, g->n_node);
+}
+
+static void collect_model(TList *l, Onnx__ModelProto *p)
+{
+	collect_graph(l, p->graph);
+	for (size_t i = 0; i < p->n_training_info; i++) {
+		collect_graph(l, p->training_info[i]->initialization);
+		collect_graph(l, p->training_info[i]->algorithm);
+	}
+	for (size_t i = 0; i < p->n_functions; i++)
+		collect_nodes(l, p->functions[i]->node, p->functions[i]->n_node);
+}
+
+static int is_external(const Onnx__TensorProto *t)
+{
+	return t->has_data_location &&
+	       t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+}
+
+/* make r's tensor carry (data, len) as raw_data until restored */
+static void swap_inline(TRef *r, const void *data, size_t len)
+{
+	Onnx__TensorProto *t = r->t;
+	r->saved = *t;
+	r->swapped = 1;
+	t->n_external_data = 0;
+	t->external_data = NULL;
+	t->has_data_location = 0;
+	t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
+	t->has_raw_data = 1;
+	t->raw_data.data = (uint8_t *)data;
+	t->raw_data.len = len;
+}
+
+/* make r's tensor point at (loc, off, len) until restored */
+static void swap_external(TRef *r, const char *loc, uint64_t off, size_t len)
+{
+	Onnx__TensorProto *t = r->t;
+	r->saved = *t;
+	r->swapped = 1;
+	snprintf(r->off, sizeof r->off, "%llu", (unsigned long long)off);
+	snprintf(r->len, sizeof r->len, "%zu", len);
+	const char *kv[3][2] = {{"location", loc}, {"offset", r->off}, {"length", r->len}};
+	for (int i = 0; i < 3; i++) {
+		onnx__string_string_entry_proto__init(&r->ent[i]);
+		r->ent[i].key = (char *)kv[i][0];
+		r->ent[i].value = (char *)kv[i][1];
+		r->entp[i] = &r->ent[i];
+	}
+	t->n_external_data = 3;
+	t->external_data = r->entp;
+	t->has_data_location = 1;
+	t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+	t->has_raw_data = 0;
+	t->raw_data.data = NULL;
+	t->raw_data.len = 0;
+	t->n_float_data = t->n_int32_data = t->n_int64_data = 0;
+	t->n_double_data = t->n_uint64_data = 0;
+}
+
+static void restore_all(TList *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		TRef *r = &l->v[i];
+		if (r->swapped)
+			*r->t = r->saved;
+		r->swapped = 0;
+		free(r->owned);
+		r->owned = NULL;
+	}
+}
+
+/* ProtobufCBuffer that streams into an OutFile */
+typedef struct FileBuf {
+	ProtobufCBuffer base;
+	OutFile *f;
+	uint8_t *buf;
+	size_t n, cap;
+	int err;
+} FileBuf;
+
+static void filebuf_flush(FileBuf *b)
+{
+	if (!b->err && b->n && outfile_write(b->f, b->buf, b->n) < 0)
+		b->err = 1;
+	b->n = 0;
+}
+
+static void filebuf_append(ProtobufCBuffer *base, size_t len, const uint8_t *data)
+{
+	FileBuf *b = (FileBuf *)base;
+	if (b->err)
+		return;
+	if (b->n + len > b->cap)
+		filebuf_flush(b);
+	if (len >= b->cap) {
+		if (!b->err && outfile_write(b->f, data, len) < 0)
+			b->err = 1;
+		return;
+	}
+	memcpy(b->buf + b->n, data, len);
+	b->n += len;
+}
+
+static int write_model(const Onnx__ModelProto *p, OutFile *f)
+{
+	FileBuf b = {.base = {.append = filebuf_append}, .f = f, .cap = 1 << 20};
+	b.buf = xmalloc(b.cap);
+	onnx__model_proto__pack_to_buffer(p, &b.base);
+	filebuf_flush(&b);
+	free(b.buf);
+	return b.err ? -1 : 0;
+}
+
+/* output data files by location, for the save in progress */
+typedef struct OutSet {
+	char **loc;
+	OutFile *f;
+	size_t n;
+} OutSet;
+
+static OutFile *outset_get(OutSet *s, const char *dir, const char *loc)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (!strcmp(s->loc[i], loc))
+			return &s->f[i];
+	char *path = path_join(dir, loc);
+	if (strchr(loc, '/')) {
+		char *pd = path_dir(path);
+		int r = mkdirs(pd);
+		free(pd);
+		if (r < 0) {
+			free(path);
+			return NULL;
+		}
+	}
+	OutFile f = {.fd = -1};
+	int r = outfile_open(&f, path);
+	free(path);
+	if (r < 0)
+		return NULL;
+	s->loc = xreallocarray(s->loc, s->n + 1, sizeof *s->loc);
+	s->f = xreallocarray(s->f, s->n + 1, sizeof *s->f);
+	s->loc[s->n] = xstrdup(loc);
+	s->f[s->n] = f;
+	return &s->f[s->n++];
+}
+
+static void outset_free(OutSet *s, int abort)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		if (abort)
+			outfile_abort(&s->f[i]);
+		free(s->loc[i]);
+	}
+	free(s->loc);
+	free(s->f);
+	memset(s, 0, sizeof *s);
+}
+
+static int same_dir(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	if (!strcmp(a, b))
+		return 1;
+	if (stat(a, &sa) < 0 || stat(b, &sb) < 0)
+		return 0;
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static size_t align_up(size_t off, size_t len)
+{
+	size_t a = len >= (1u << 16) ? 4096 : 64;
+	return (off + a - 1) / a * a;
+}
+
+/* bytes of a tensor that can live in external data, or -1 */
+static int64_t ext_eligible(const Onnx__TensorProto *t)
+{
+	int dt = t->has_data_type ? t->data_type : 0;
+	if (dt <= 0 || dt >= DT_MAX || dtype_bits(dt) == 0 || t->segment)
+		return -1;
+	int64_t n = tensor_proto_numel(t);
+	if (n < 0)
+		return -1;
+	return (int64_t)dtype_nbytes(dt, n);
+}
+
+enum { SAVE_KEEP, SAVE_INLINE, SAVE_EXTERNAL };
+
 int model_save(Model *m, const char *path, const SaveOpts *opts)
 {
-	(void)opts;
-	uint8_t *data;
-	size_t len;
-	if (model_serialize(m, &data, &len) < 0)
-		return -1;
-	int r = write_file_atomic(path, data, len);
-	free(data);
-	return r;
+	int mode = SAVE_KEEP;
+	if (opts && opts->external_threshold > 0)
+		mode = SAVE_EXTERNAL;
+	else if (opts && opts->inline_all)
+		mode = SAVE_INLINE;
+	char *outdir = path_dir(path);
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	char *extname = NULL;
+	TList l = {0};
+	OutSet os = {0};
+	OutFile mf = {.fd = -1};
+	int ret = -1;
+
+	if (!*base) {
+		error("cannot save model to '%s': not a file name", path);
+		goto out;
+	}
+	if (mode == SAVE_EXTERNAL) {
+		extname = opts->external_name ? xstrdup(opts->external_name)
+					      : xasprintf("%s.data", base);
+		if (strchr(extname, '/') || !strcmp(extname, ".") || !strcmp(extname, "..") ||
+		    !*extname) {
+			error("external data name '%s' must be a plain file name (it is stored beside the model)",
+			      extname);
+			goto out;
+		}
+		if (!strcmp(extname, base)) {
+			error("external data name '%s' is the model's own file name", extname);
+			goto out;
+		}
+	}
+	collect_model(&l, m->proto);
+	int copy_ext = mode == SAVE_KEEP && !same_dir(outdir, m->dir);
+	uint64_t extoff = 0;
+	OutFile *xf = NULL;
+	for (size_t i = 0; i < l.n; i++) {
+		TRef *r = &l.v[i];
+		Onnx__TensorProto *t = r->t;
+		int ext = is_external(t);
+		const char *tn = t->name ? t->name : "";
+		const void *data;
+		size_t len;
+		int owned;
+		if (mode == SAVE_KEEP) {
+			if (!ext || !copy_ext)
+				continue;
+			ExtInfo info;
+			if (ext_info(t, &info) < 0 ||
+			    model_tensor_bytes(m, t, &data, &len, &owned) < 0)
+				goto out;
+			if (owned)
+				r->owned = (void *)data;
+			OutFile *f = outset_get(&os, outdir, info.location);
+			if (!f || outfile_pwrite(f, data, len, (uint64_t)info.offset) < 0)
+				goto out;
+			continue;
+		}
+		int64_t nb = ext_eligible(t);
+		int out_ext = mode == SAVE_EXTERNAL && nb >= 0 &&
+			      (uint64_t)nb >= (uint64_t)opts->external_threshold &&
+			      (r->kind == TK_INIT || ext);
+		if (!out_ext && !ext)
+			continue;
+		if (model_tensor_bytes(m, t, &data, &len, &owned) < 0) {
+			error_prefix("cannot save '%s'", path);
+			goto out;
+		}
+		if (owned)
+			r->owned = (void *)data;
+		if (!out_ext) {
+			swap_inline(r, data, len);
+			continue;
+		}
+		if (!xf && !(xf = outset_get(&os, outdir, extname)))
+			goto out;
+		extoff = align_up(extoff, len);
+		if (outfile_pwrite(xf, data, len, extoff) < 0)
+			goto out;
+		swap_external(r, extname, extoff, len);
+		extoff += len;
+		free(r->owned);
+		r->owned = NULL;
+		(void)tn;
+	}
+	int swapped = 0;
+	for (size_t i = 0; i < l.n; i++)
+		swapped |= l.v[i].swapped;
+	const struct ModelOrig *o = swapped ? NULL : orig_valid(m);
+	size_t size = o ? o->len : onnx__model_proto__get_packed_size(m->proto);
+	if (size > INT32_MAX) {
+		error("cannot save '%s': the model is %zu bytes, over protobuf's 2 GiB limit; store large tensors as external data (quantmake convert --external-data)",
+		      path, size);
+		goto out;
+	}
+	if (outfile_open(&mf, path) < 0)
+		goto out;
+	if (o ? outfile_write(&mf, o->data, o->len) < 0 : write_model(m->proto, &mf) < 0)
+		goto out;
+	for (size_t i = 0; i < os.n; i++)
+		if (outfile_commit(&os.f[i]) < 0)
+			goto out;
+	if (outfile_commit(&mf) < 0)
+		goto out;
+	ret = 0;
+out:
+	restore_all(&l);
+	free(l.v);
+	outfile_abort(&mf);
+	outset_free(&os, 1);
+	free(extname);
+	free(outdir);
+	return ret;
 }
 
 int64_t model_opset(const Onnx__ModelProto *m, const char *domain)
@@ -172,69 +665,23 @@ int64_t tensor_proto_numel(const Onnx__TensorProto *t)
 	return n;
 }
 
-static int ext_open(Model *m, const char *location, int *fd)
+static int read_external(Model *m, const Onnx__TensorProto *t, size_t want, const void **out)
 {
-	for (ExtMap *e = m->ext; e; e = e->next)
-		if (!strcmp(e->location, location)) {
-			*fd = e->fd;
-			return 0;
-		}
-	if (location[0] == '/' || strstr(location, ".."))
-		return error("external data location '%s' leaves the model's directory", location);
-	char *p = path_join(m->dir, location);
-	int f = open(p, O_RDONLY | O_CLOEXEC);
-	if (f < 0) {
-		error("cannot open external data '%s':", p);
-		free(p);
+	const char *name = t->name ? t->name : "";
+	ExtInfo info;
+	if (ext_info(t, &info) < 0)
 		return -1;
-	}
-	free(p);
-	ExtMap *e = xcalloc(1, sizeof *e);
-	e->location = xstrdup(location);
-	e->fd = f;
-	e->next = m->ext;
-	m->ext = e;
-	*fd = f;
-	return 0;
-}
-
-static int read_external(Model *m, const Onnx__TensorProto *t, size_t want, void **out)
-{
-	const char *loc = NULL;
-	int64_t off = 0, len = -1;
-	for (size_t i = 0; i < t->n_external_data; i++) {
-		const char *k = t->external_data[i]->key, *v = t->external_data[i]->value;
-		if (!k || !v)
-			continue;
-		if (!strcmp(k, "location"))
-			loc = v;
-		else if (!strcmp(k, "offset"))
-			off = strtoll(v, NULL, 10);
-		else if (!strcmp(k, "length"))
-			len = strtoll(v, NULL, 10);
-	}
-	if (!loc)
-		return error("tensor '%s': external data without location", t->name ? t->name : "");
-	if (len >= 0 && (size_t)len != want)
-		return error("tensor '%s': external length %lld, expected %zu bytes",
-			     t->name ? t->name : "", (long long)len, want);
-	int fd = -1;
-	if (ext_open(m, loc, &fd) < 0)
-		return -1;
-	char *buf = xmalloc(want);
-	size_t got = 0;
-	while (got < want) {
-		ssize_t r = pread(fd, buf + got, want - got, off + (off_t)got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			free(buf);
-			return error("tensor '%s': external data '%s' is shorter than offset %lld + %zu bytes",
-				     t->name ? t->name : "", loc, (long long)off, want);
-		}
-		got += (size_t)r;
-	}
-	*out = buf;
+	if (info.length >= 0 && (uint64_t)info.length != (uint64_t)want)
+		return error("tensor '%s': external data length %lld, expected %zu bytes for its type and dims",
+			     name, (long long)info.length, want);
+	const uint8_t *base;
+	size_t size;
+	if (ext_map(&m->ext, m->dir, info.location, &base, &size) < 0)
+		return error_prefix("tensor '%s'", name);
+	if ((uint64_t)info.offset > size || want > size - (uint64_t)info.offset)
+		return error("tensor '%s': external data '%s' has %zu bytes, expected at least offset %lld + %zu",
+			     name, info.location, size, (long long)info.offset, want);
+	*out = want ? base + info.offset : (const void *)"";
 	return 0;
 }
 
@@ -252,12 +699,7 @@ int model_tensor_bytes(Model *m, const Onnx__TensorProto *t, const void **data,
 	*owned = 0;
 	*len = want;
 	if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-		void *buf = NULL;
-		if (read_external(m, t, want, &buf) < 0)
-			return -1;
-		*data = buf;
-		*owned = 1;
-		return 0;
+		return read_external(m, t, want, data);
 	}
 	if (t->has_raw_data) {
 		if (t->raw_data.len != want)

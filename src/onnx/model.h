@@ -41,6 +41,10 @@ typedef struct Model {
 	char *path;       /* as given to model_load, or NULL */
 	char *dir;        /* directory that external data locations are relative to */
 	ExtMap *ext;      /* mapped external data files */
+	/* the bytes as loaded, kept only when protobuf-c would encode them
+	 * differently (packed repeated fields, unknown fields out of order);
+	 * saved as they were while the model is unchanged (model.c) */
+	struct ModelOrig *orig;
 } Model;
 
 /* Load PATH. Errors read "not an ONNX model: PATH: reason". */
@@ -56,6 +60,9 @@ typedef struct SaveOpts {
 	size_t external_threshold;
 	/* file name of the external data, relative to the model's directory */
 	const char *external_name;
+	/* with external_threshold 0: read every external tensor back into the
+	 * model itself (fails when the result passes protobuf's 2 GiB limit) */
+	int inline_all;
 } SaveOpts;
 /* Serialize to PATH atomically (temp + rename). External data referenced by
  * the model is rewritten beside PATH when opts asks for it, or when it was

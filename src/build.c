@@ -1,0 +1,974 @@
+/* build.c — expanding models into actions, planning keys, and running
+ * actions in parallel child processes (see build.h).
+ *
+ * Flow: expand() builds every model's chain and checks for cycles;
+ * mark() selects the actions the targets need; the loop in build_run()
+ * resolves actions whose inputs are known: compute the key, look for a
+ * record (hit), else start a child that runs the stage into a temporary
+ * directory under the cache and stores the outputs. Finally the targets'
+ * outputs are materialized into the build directory by copying from the
+ * store (never linking: editing build/ can not corrupt the cache). */
+#include "build.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "hash.h"
+#include "stages/stage.h"
+#include "statcache.h"
+#include "util.h"
+
+enum { A_PENDING, A_RUNNING, A_DONE, A_FAILED, A_SKIPPED };
+enum { EXIT_CORRUPT_INPUT = 3 };
+
+typedef struct Action {
+	Section *model;
+	const Stage *stage;
+	struct Action *in;     /* upstream action giving the input model */
+	int last;              /* final action of its model */
+	int needed;            /* required by the targets */
+	int target;            /* materialized into the build directory */
+	int state;
+	int hit;
+	Hash key;
+	char *keytext;
+	ActionRec rec;
+	int have_rec;
+	pid_t pid;
+	int fd;
+	StrBuf log;
+	double start;
+	int tries;
+	char *why;             /* reason it runs, for --explain and -n */
+} Action;
+
+typedef struct Build {
+	Project *p;
+	const BuildOpts *o;
+	Cache *cache;
+	StatCache *sc;
+	Action **acts;
+	size_t nacts;
+	int visiting_depth;
+	size_t total, done;
+	int failed;
+	int tty;
+} Build;
+
+static volatile sig_atomic_t got_signal;
+static int sigpipe_w = -1;
+static int sigpipe_r_fd = -1;
+
+static void on_signal(int sig)
+{
+	got_signal = sig;
+	if (sigpipe_w >= 0) {
+		int e = errno;
+		ssize_t r = write(sigpipe_w, "x", 1);
+		(void)r;
+		errno = e;
+	}
+}
+
+static char *label(const Action *a)
+{
+	return xasprintf("%s:%s", a->model->name, a->stage->name);
+}
+
+/* ---- expansion ---- */
+
+static Action *chain_find(Build *b, const Section *m, const char *stage)
+{
+	Action *last = NULL;
+	for (size_t i = 0; i < b->nacts; i++) {
+		Action *a = b->acts[i];
+		if (a->model != m)
+			continue;
+		if (stage && !strcmp(a->stage->name, stage))
+			return a;
+		if (a->last)
+			last = a;
+	}
+	return stage ? NULL : last;
+}
+
+static const char **model_names(const Project *p)
+{
+	const char **n = xcalloc(p->nmodels + 1, sizeof *n);
+	for (size_t i = 0; i < p->nmodels; i++)
+		n[i] = p->models[i]->name;
+	return n;
+}
+
+static int expand_model(Build *b, Section *m, PtrVec *stack)
+{
+	if (chain_find(b, m, NULL))
+		return 0;
+	for (size_t i = 0; i < stack->n; i++) {
+		if (stack->v[i] != m)
+			continue;
+		StrBuf sb = {0};
+		for (size_t j = i; j < stack->n; j++)
+			sb_printf(&sb, "%s -> ", ((Section *)stack->v[j])->name);
+		sb_puts(&sb, m->name);
+		const KV *kv = sec_find(m, "source");
+		error("%s:%d: dependency cycle: %s", kv ? kv->file : m->file, kv ? kv->line : m->line, sb.buf);
+		sb_release(&sb);
+		return -1;
+	}
+	Action *up = NULL;
+	const KV *src = sec_find(m, "source");
+	if (src && src->value[0] == '@') {
+		char *name = xstrdup(src->value + 1), *stage = strchr(name, ':');
+		if (stage)
+			*stage++ = 0;
+		Section *o = project_model(b->p, name);
+		if (!o) {
+			const char **names = model_names(b->p);
+			const char *near = closest(name, names, b->p->nmodels);
+			error("%s:%d: model '%s': source '@%s' names no model%s%s%s", src->file, src->line,
+			      m->name, name, near ? " (did you mean '@" : "", near ? near : "", near ? "'?)" : "");
+			free(names);
+			free(name);
+			return -1;
+		}
+		pv_push(stack, m);
+		int r = expand_model(b, o, stack);
+		stack->n--;
+		if (r < 0) {
+			free(name);
+			return -1;
+		}
+		up = chain_find(b, o, stage);
+		if (!up) {
+			error("%s:%d: model '%s': model '%s' has no stage '%s'", src->file, src->line, m->name,
+			      name, stage);
+			free(name);
+			return -1;
+		}
+		free(name);
+	}
+	Action *prev = NULL;
+	for (size_t i = 0; stage_table[i]; i++) {
+		const Stage *st = stage_table[i];
+		if (!st->wanted(m))
+			continue;
+		Action *a = xcalloc(1, sizeof *a);
+		a->model = m;
+		a->stage = st;
+		a->in = prev ? prev : up;
+		a->fd = -1;
+		b->acts = xreallocarray(b->acts, b->nacts + 1, sizeof *b->acts);
+		b->acts[b->nacts++] = a;
+		prev = a;
+	}
+	if (prev)
+		prev->last = 1;
+	return 0;
+}
+
+static int expand(Build *b)
+{
+	PtrVec stack = {0};
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < b->p->nmodels; i++)
+		r = expand_model(b, b->p->models[i], &stack);
+	pv_free(&stack);
+	return r;
+}
+
+static void need(Action *a)
+{
+	for (; a && !a->needed; a = a->in)
+		a->needed = 1;
+}
+
+static int mark(Build *b, int ntargets, char **targets)
+{
+	static char *all[] = {"all"};
+	if (ntargets == 0) {
+		ntargets = 1;
+		targets = all;
+	}
+	for (int t = 0; t < ntargets; t++) {
+		const char *tg = targets[t];
+		if (!strcmp(tg, "all")) {
+			for (size_t i = 0; i < b->nacts; i++)
+				if (b->acts[i]->last) {
+					b->acts[i]->target = 1;
+					need(b->acts[i]);
+				}
+			continue;
+		}
+		char *name = xstrdup(tg), *stage = strchr(name, ':');
+		if (stage)
+			*stage++ = 0;
+		Section *m = project_model(b->p, name);
+		if (!m) {
+			const char **names = model_names(b->p);
+			const char *near = closest(name, names, b->p->nmodels);
+			if (near)
+				error("unknown target '%s' (did you mean '%s'?)", tg, near);
+			else
+				error("unknown target '%s': expected all, a model name or MODEL:STAGE", tg);
+			free(names);
+			free(name);
+			return -1;
+		}
+		Action *a = chain_find(b, m, stage);
+		if (!a) {
+			StrBuf sb = {0};
+			for (size_t i = 0; i < b->nacts; i++)
+				if (b->acts[i]->model == m)
+					sb_printf(&sb, "%s%s", sb.len ? ", " : "", b->acts[i]->stage->name);
+			error("model '%s' has no stage '%s' (its stages: %s)", name, stage, sb.buf);
+			sb_release(&sb);
+			free(name);
+			return -1;
+		}
+		a->target = 1;
+		need(a);
+		free(name);
+	}
+	return 0;
+}
+
+/* ---- keys ---- */
+
+static int cmpstr(const void *x, const void *y)
+{
+	return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* The canonical key text of a (ready) action; -1 on a bad declared input. */
+static int make_key(Build *b, Action *a)
+{
+	StrBuf sb = {0};
+	char hex[HASH_HEX_LEN];
+	sb_printf(&sb, "quantmake-key 1\ntool %s\nstage %s %d\nmodel %s\n", QM_VERSION, a->stage->name,
+		  a->stage->version, a->model->name);
+	for (const StageParam *p = a->stage->params; p->key; p++) {
+		const char *v = stage_param_value(a->model, p->key);
+		if (v && p->in_key)
+			sb_printf(&sb, "param %s=%s\n", p->key, v);
+	}
+	if (a->in)
+		for (size_t i = 0; i < a->in->rec.nouts; i++)
+			sb_printf(&sb, "input %s %s\n", hash_hex(a->in->rec.outs[i].h, hex), a->in->rec.outs[i].name);
+	if (a->stage->declared_inputs) {
+		PtrVec files = {0};
+		if (a->stage->declared_inputs(a->model, b->p->root, &files) < 0) {
+			sb_release(&sb);
+			return -1;
+		}
+		qsort(files.v, files.n, sizeof *files.v, cmpstr);
+		int r = 0;
+		for (size_t i = 0; i < files.n; i++) {
+			Hash h;
+			if (r == 0 && statcache_hash(b->sc, files.v[i], &h) < 0)
+				r = -1;
+			if (r == 0 && (i == 0 || strcmp(files.v[i], files.v[i - 1])))
+				sb_printf(&sb, "file %s %s\n", hash_hex(h, hex), (char *)files.v[i]);
+			free(files.v[i]);
+		}
+		pv_free(&files);
+		if (r < 0) {
+			sb_release(&sb);
+			return -1;
+		}
+	}
+	free(a->keytext);
+	a->keytext = sb_detach(&sb);
+	a->key = hash_buf(a->keytext, strlen(a->keytext));
+	return 0;
+}
+
+static char *state_path(Build *b, const Action *a)
+{
+	return xasprintf("%s/.quantmake/keys/%s.%s", b->o->build_dir, a->model->name, a->stage->name);
+}
+
+/* Explain what differs between the last recorded key text and the new one. */
+static char *explain(Build *b, const Action *a)
+{
+	char *path = state_path(b, a), *old;
+	size_t len;
+	if (access(path, F_OK) != 0 || read_file(path, &old, &len) < 0) {
+		free(path);
+		return xstrdup("no previous build of it recorded here");
+	}
+	free(path);
+	StrBuf sb = {0};
+	char *save = NULL;
+	/* lines of the new text missing from the old one: changed items */
+	char *cur = xstrdup(a->keytext);
+	for (char *l = strtok_r(cur, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char *needle = xasprintf("%s\n", l);
+		int found = strstr(old, needle) != NULL || (strncmp(old, l, strlen(l)) == 0);
+		free(needle);
+		if (found)
+			continue;
+		const char *what = l;
+		if (!strncmp(l, "param ", 6))
+			sb_printf(&sb, "%sparameter %s", sb.len ? "; " : "", what + 6);
+		else if (!strncmp(l, "file ", 5))
+			sb_printf(&sb, "%sfile %s changed", sb.len ? "; " : "", what + 5 + 33);
+		else if (!strncmp(l, "input ", 6))
+			sb_printf(&sb, "%sinput %s changed", sb.len ? "; " : "", what + 6 + 33);
+		else
+			sb_printf(&sb, "%s%s changed", sb.len ? "; " : "", what);
+	}
+	free(cur);
+	/* parameters that disappeared */
+	cur = xstrdup(old);
+	for (char *l = strtok_r(cur, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(l, "param ", 6))
+			continue;
+		char *eq = strchr(l, '=');
+		if (!eq)
+			continue;
+		char *prefix = xstrndup(l, (size_t)(eq - l + 1));
+		if (!strstr(a->keytext, prefix))
+			sb_printf(&sb, "%sparameter %.*s removed", sb.len ? "; " : "", (int)(eq - l - 6), l + 6);
+		free(prefix);
+	}
+	free(cur);
+	free(old);
+	if (!sb.len)
+		sb_puts(&sb, "inputs unchanged, but no cached result (evicted or never stored here)");
+	return sb_detach(&sb);
+}
+
+static void remember_key(Build *b, const Action *a)
+{
+	if (b->o->dry_run)
+		return;
+	char *path = state_path(b, a), *dir = path_dir(path);
+	if (mkdirs(dir) == 0)
+		write_file_atomic(path, a->keytext, strlen(a->keytext));
+	free(dir);
+	free(path);
+}
+
+/* A record is usable when its discovered deps are unchanged and every
+ * output object is present. */
+static int record_valid(Build *b, const ActionRec *r, char **why)
+{
+	for (size_t i = 0; i < r->ndeps; i++) {
+		Hash h;
+		if (statcache_hash(b->sc, r->deps[i].path, &h) < 0 || !hash_eq(h, r->deps[i].h)) {
+			*why = xasprintf("file %s changed", r->deps[i].path);
+			return 0;
+		}
+	}
+	for (size_t i = 0; i < r->nouts; i++) {
+		char *p = cache_object_path(b->cache, r->outs[i].h);
+		int ok = access(p, F_OK) == 0;
+		free(p);
+		if (!ok) {
+			*why = xasprintf("output %s is missing from the cache", r->outs[i].name);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* ---- running one action (in the child) ---- */
+
+static int list_outputs(const char *dir, const char *rel, PtrVec *names)
+{
+	char *full = rel ? path_join(dir, rel) : xstrdup(dir);
+	DIR *d = opendir(full);
+	if (!d) {
+		error("cannot read '%s':", full);
+		free(full);
+		return -1;
+	}
+	struct dirent *e;
+	int r = 0;
+	while (r == 0 && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		char *name = rel ? path_join(rel, e->d_name) : xstrdup(e->d_name);
+		char *p = path_join(dir, name);
+		struct stat st;
+		if (lstat(p, &st) < 0)
+			r = error("cannot stat '%s':", p);
+		else if (S_ISDIR(st.st_mode))
+			r = list_outputs(dir, name, names);
+		else if (S_ISREG(st.st_mode))
+			pv_push(names, xstrdup(name));
+		free(name);
+		free(p);
+	}
+	closedir(d);
+	free(full);
+	return r;
+}
+
+static _Noreturn void child_main(Build *b, Action *a)
+{
+	double t0 = now_sec();
+	char *lab = label(a);
+	int lock = cache_lock(b->cache, a->key);
+	if (lock < 0)
+		fatalx(1, "%s: %s", lab, errmsg());
+	ActionRec rec;
+	if (!b->o->force && cache_get_action(b->cache, a->key, &rec) == 1) {
+		/* built meanwhile by another quantmake process */
+		action_rec_free(&rec);
+		_exit(0);
+	}
+	char *tmp = xasprintf("%s/tmp/act-%s-XXXXXX", cache_dir(b->cache), a->model->name);
+	if (!mkdtemp(tmp))
+		fatalx(1, "%s: cannot create a temporary directory in the cache:", lab);
+	char *indir = path_join(tmp, "in"), *outdir = path_join(tmp, "out");
+	if (mkdirs(indir) < 0 || mkdirs(outdir) < 0)
+		fatalx(1, "%s: %s", lab, errmsg());
+	char *input = NULL;
+	if (a->in) {
+		for (size_t i = 0; i < a->in->rec.nouts; i++) {
+			const ActionOut *o = &a->in->rec.outs[i];
+			char *dst = path_join(indir, o->name), *dd = path_dir(dst);
+			int r = mkdirs(dd);
+			if (r == 0)
+				r = cache_fetch(b->cache, o->h, dst, 0444);
+			if (r < 0) {
+				fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
+				rmtree(tmp);
+				_exit(r == -2 ? EXIT_CORRUPT_INPUT : 1);
+			}
+			if (i == 0)
+				input = xstrdup(dst);
+			free(dst);
+			free(dd);
+		}
+	}
+	PtrVec deps = {0};
+	char *output = xasprintf("%s/%s.onnx", outdir, a->model->name);
+	StageCtx ctx = {
+		.model = a->model->name,
+		.root = b->p->root,
+		.sec = a->model,
+		.input = input,
+		.outdir = outdir,
+		.output = output,
+		.deps = &deps,
+		.log = stderr,
+	};
+	if (a->stage->run(&ctx) < 0) {
+		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
+		rmtree(tmp);
+		_exit(1);
+	}
+	if (access(output, F_OK) != 0) {
+		fprintf(stderr, "%s: %s: the stage wrote no %s.onnx\n", argv0, lab, a->model->name);
+		rmtree(tmp);
+		_exit(1);
+	}
+	PtrVec names = {0};
+	if (list_outputs(outdir, NULL, &names) < 0) {
+		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
+		rmtree(tmp);
+		_exit(1);
+	}
+	qsort(names.v, names.n, sizeof *names.v, cmpstr);
+	/* the main model first */
+	char *mainname = xasprintf("%s.onnx", a->model->name);
+	for (size_t i = 0; i < names.n; i++)
+		if (!strcmp(names.v[i], mainname)) {
+			void *t = names.v[0];
+			names.v[0] = names.v[i];
+			names.v[i] = t;
+			qsort(names.v + 1, names.n - 1, sizeof *names.v, cmpstr);
+			break;
+		}
+	ActionRec r = {.key = a->key, .stage = xstrdup(a->stage->name), .model = xstrdup(a->model->name),
+		       .keytext = xstrdup(a->keytext)};
+	r.outs = xcalloc(names.n, sizeof *r.outs);
+	for (size_t i = 0; i < names.n; i++) {
+		char *p = path_join(outdir, names.v[i]);
+		if (cache_put_file(b->cache, p, &r.outs[i].h, &r.outs[i].size) < 0) {
+			fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
+			rmtree(tmp);
+			_exit(1);
+		}
+		r.outs[i].name = names.v[i];
+		r.nouts++;
+		free(p);
+	}
+	r.deps = xcalloc(deps.n + 1, sizeof *r.deps);
+	for (size_t i = 0; i < deps.n; i++) {
+		r.deps[i].path = deps.v[i];
+		if (hash_file(deps.v[i], &r.deps[i].h) < 0) {
+			fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
+			rmtree(tmp);
+			_exit(1);
+		}
+		r.ndeps++;
+	}
+	r.seconds = now_sec() - t0;
+	if (cache_put_action(b->cache, &r) < 0) {
+		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
+		rmtree(tmp);
+		_exit(1);
+	}
+	rmtree(tmp);
+	cache_unlock(lock);
+	fflush(NULL);
+	_exit(0);
+}
+
+static int start(Build *b, Action *a)
+{
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return error("cannot create a pipe:");
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return error("cannot fork:");
+	}
+	if (pid == 0) {
+		setpgid(0, 0);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		int devnull = open("/dev/null", O_RDONLY);
+		if (devnull >= 0) {
+			dup2(devnull, 0);
+			close(devnull);
+		}
+		dup2(pfd[1], 1);
+		dup2(pfd[1], 2);
+		child_main(b, a);
+	}
+	setpgid(pid, pid);
+	close(pfd[1]);
+	a->pid = pid;
+	a->fd = pfd[0];
+	a->state = A_RUNNING;
+	a->start = now_sec();
+	sb_reset(&a->log);
+	return 0;
+}
+
+/* ---- scheduling ---- */
+
+static void skip_downstream(Build *b, Action *a)
+{
+	for (size_t i = 0; i < b->nacts; i++) {
+		Action *d = b->acts[i];
+		if (d->in == a && d->state == A_PENDING) {
+			d->state = A_SKIPPED;
+			skip_downstream(b, d);
+		}
+	}
+}
+
+static void invalidate(Build *b, Action *a)
+{
+	char hex[HASH_HEX_LEN], *p;
+	hash_hex(a->key, hex);
+	p = xasprintf("%s/actions/%.2s/%s", cache_dir(b->cache), hex, hex);
+	unlink(p);
+	free(p);
+	if (a->have_rec)
+		action_rec_free(&a->rec);
+	a->have_rec = 0;
+	a->state = A_PENDING;
+	a->hit = 0;
+	if (b->done)
+		b->done--;
+}
+
+/* Try to resolve a pending action whose input is done. Returns 1 when it
+ * needs to run, 0 when resolved, -1 on a planning error (exit 2). */
+static int resolve(Build *b, Action *a)
+{
+	if (make_key(b, a) < 0)
+		return -1;
+	free(a->why);
+	a->why = NULL;
+	if (b->o->force && a->tries == 0) {
+		a->why = xstrdup("-B given");
+		return 1;
+	}
+	ActionRec rec;
+	int r = cache_get_action(b->cache, a->key, &rec);
+	if (r == 1) {
+		char *why = NULL;
+		if (record_valid(b, &rec, &why)) {
+			a->rec = rec;
+			a->have_rec = 1;
+			a->hit = 1;
+			a->state = A_DONE;
+			b->done++;
+			cache_touch_action(b->cache, a->key);
+			remember_key(b, a);
+			return 0;
+		}
+		action_rec_free(&rec);
+		a->why = why;
+		return 1;
+	}
+	a->why = explain(b, a);
+	return 1;
+}
+
+static void finish(Build *b, Action *a, int status)
+{
+	char *lab = label(a);
+	double dt = now_sec() - a->start;
+	a->pid = 0;
+	if (a->fd >= 0) {
+		close(a->fd);
+		a->fd = -1;
+	}
+	int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	if (ok && cache_get_action(b->cache, a->key, &a->rec) == 1) {
+		a->have_rec = 1;
+		a->state = A_DONE;
+		b->done++;
+		remember_key(b, a);
+		printf("[%zu/%zu] %s %s (%.2fs)\n", b->done, b->total, a->stage->name, a->model->name, dt);
+		if (a->log.len)
+			fputs(a->log.buf, stdout);
+	} else if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_CORRUPT_INPUT && a->in && a->tries < 2) {
+		/* an input object was corrupt: rebuild the upstream action */
+		fputs(a->log.buf ? a->log.buf : "", stderr);
+		fprintf(stderr, "%s: rebuilding %s:%s\n", argv0, a->in->model->name, a->in->stage->name);
+		invalidate(b, a->in);
+		a->in->tries++;
+		a->state = A_PENDING;
+		a->tries++;
+	} else {
+		a->state = A_FAILED;
+		b->failed = 1;
+		printf("FAILED: %s %s\n", a->stage->name, a->model->name);
+		if (a->log.len)
+			fputs(a->log.buf, stdout);
+		if (ok)
+			printf("%s: %s: the action ended without a cache record\n", argv0, lab);
+		else if (WIFSIGNALED(status))
+			printf("%s: %s: killed by signal %d\n", argv0, lab, WTERMSIG(status));
+		skip_downstream(b, a);
+	}
+	fflush(stdout);
+	free(lab);
+}
+
+static void kill_all(Build *b, int sig)
+{
+	for (size_t i = 0; i < b->nacts; i++)
+		if (b->acts[i]->state == A_RUNNING && b->acts[i]->pid > 0)
+			kill(-b->acts[i]->pid, sig);
+}
+
+/* Copy the targets' outputs into the build directory. Returns 0, -1 on an
+ * I/O error, 1 when a corrupt object invalidated an action (run again). */
+static int materialize(Build *b)
+{
+	int again = 0;
+	for (size_t i = 0; i < b->nacts; i++) {
+		Action *a = b->acts[i];
+		if (!a->target || a->state != A_DONE)
+			continue;
+		char *dir = a->last ? path_join(b->o->build_dir, a->model->name)
+				    : xasprintf("%s/%s/%s", b->o->build_dir, a->model->name, a->stage->name);
+		for (size_t j = 0; j < a->rec.nouts; j++) {
+			const ActionOut *o = &a->rec.outs[j];
+			char *dst = path_join(dir, o->name), *dd = path_dir(dst);
+			Hash h;
+			if (access(dst, F_OK) == 0 && statcache_hash(b->sc, dst, &h) == 0 && hash_eq(h, o->h)) {
+				free(dst);
+				free(dd);
+				continue;
+			}
+			if (mkdirs(dd) < 0) {
+				free(dst);
+				free(dd);
+				free(dir);
+				return error_prefix("build directory");
+			}
+			int r = cache_fetch(b->cache, o->h, dst, 0644);
+			if (r == -2) {
+				fprintf(stderr, "%s: %s; rebuilding %s:%s\n", argv0, errmsg(), a->model->name, a->stage->name);
+				invalidate(b, a);
+				a->tries++;
+				again = 1;
+			} else if (r < 0) {
+				free(dst);
+				free(dd);
+				free(dir);
+				return -1;
+			} else {
+				statcache_put(b->sc, dst, o->h);
+			}
+			free(dst);
+			free(dd);
+			if (again)
+				break;
+		}
+		free(dir);
+	}
+	return again;
+}
+
+static int run_loop(Build *b)
+{
+	size_t running = 0;
+	for (;;) {
+		int progress = 0;
+		/* resolve and start what is ready */
+		for (size_t i = 0; i < b->nacts && !got_signal; i++) {
+			Action *a = b->acts[i];
+			if (!a->needed || a->state != A_PENDING)
+				continue;
+			if (a->in && a->in->state != A_DONE)
+				continue;
+			if (b->failed && !b->o->keep_going)
+				continue;
+			if (!a->keytext || !a->why) {
+				int r = resolve(b, a);
+				if (r < 0)
+					return 2;
+				if (r == 0) {
+					progress = 1;
+					continue;
+				}
+			}
+			if (b->o->dry_run) {
+				printf("would run %s %s: %s\n", a->stage->name, a->model->name, a->why);
+				a->state = A_DONE;
+				a->have_rec = 0;
+				b->done++;
+				/* downstream keys depend on outputs we do not have */
+				for (size_t j = 0; j < b->nacts; j++) {
+					Action *d = b->acts[j];
+					if (d->in == a && d->needed && d->state == A_PENDING) {
+						d->state = A_SKIPPED;
+						printf("would run %s %s: its input from %s changes\n", d->stage->name,
+						       d->model->name, a->stage->name);
+						Action *x = d;
+						for (;;) {
+							Action *next = NULL;
+							for (size_t k = 0; k < b->nacts; k++)
+								if (b->acts[k]->in == x && b->acts[k]->needed &&
+								    b->acts[k]->state == A_PENDING)
+									next = b->acts[k];
+							if (!next)
+								break;
+							next->state = A_SKIPPED;
+							printf("would run %s %s: its input from %s changes\n",
+							       next->stage->name, next->model->name, x->stage->name);
+							x = next;
+						}
+					}
+				}
+				progress = 1;
+				continue;
+			}
+			if (running >= (size_t)b->o->jobs)
+				continue;
+			if (b->o->explain)
+				printf("explain %s %s: %s\n", a->stage->name, a->model->name, a->why);
+			if (start(b, a) < 0) {
+				fprintf(stderr, "%s: %s\n", argv0, errmsg());
+				a->state = A_FAILED;
+				b->failed = 1;
+				continue;
+			}
+			running++;
+			progress = 1;
+		}
+		if (got_signal) {
+			kill_all(b, SIGTERM);
+			while (running > 0) {
+				int st;
+				pid_t pid = wait(&st);
+				if (pid < 0 && errno == EINTR)
+					continue;
+				if (pid < 0)
+					break;
+				running--;
+			}
+			return 128 + got_signal;
+		}
+		if (running == 0) {
+			if (progress)
+				continue;
+			break;
+		}
+		/* wait for output or exits */
+		struct pollfd *pfds = xcalloc(running + 1, sizeof *pfds);
+		Action **who = xcalloc(running + 1, sizeof *who);
+		size_t n = 0;
+		for (size_t i = 0; i < b->nacts; i++)
+			if (b->acts[i]->state == A_RUNNING && b->acts[i]->fd >= 0) {
+				pfds[n].fd = b->acts[i]->fd;
+				pfds[n].events = POLLIN;
+				who[n++] = b->acts[i];
+			}
+		pfds[n].fd = sigpipe_r_fd;
+		pfds[n].events = POLLIN;
+		int pr = poll(pfds, n + 1, -1);
+		if (pr < 0 && errno != EINTR) {
+			free(pfds);
+			free(who);
+			return error("poll:"), 1;
+		}
+		for (size_t i = 0; pr > 0 && i < n; i++) {
+			if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			char buf[4096];
+			ssize_t got = read(who[i]->fd, buf, sizeof buf);
+			if (got > 0) {
+				sb_add(&who[i]->log, buf, (size_t)got);
+				continue;
+			}
+			if (got < 0 && errno == EINTR)
+				continue;
+			int st;
+			while (waitpid(who[i]->pid, &st, 0) < 0 && errno == EINTR)
+				;
+			running--;
+			finish(b, who[i], st);
+		}
+		free(pfds);
+		free(who);
+	}
+	return 0;
+}
+
+static int setup(Build *b, Project *p, const BuildOpts *o, int ntargets, char **targets)
+{
+	memset(b, 0, sizeof *b);
+	b->p = p;
+	b->o = o;
+	if (expand(b) < 0 || mark(b, ntargets, targets) < 0)
+		return -1;
+	return 0;
+}
+
+static void teardown(Build *b)
+{
+	for (size_t i = 0; i < b->nacts; i++) {
+		Action *a = b->acts[i];
+		if (a->have_rec)
+			action_rec_free(&a->rec);
+		free(a->keytext);
+		free(a->why);
+		sb_release(&a->log);
+		free(a);
+	}
+	free(b->acts);
+}
+
+int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
+{
+	Build b;
+	if (setup(&b, p, o, ntargets, targets) < 0) {
+		fprintf(stderr, "%s: %s\n", argv0, errmsg());
+		teardown(&b);
+		return 2;
+	}
+	b.cache = cache_open(o->cache_dir);
+	if (!b.cache) {
+		fprintf(stderr, "%s: %s\n", argv0, errmsg());
+		teardown(&b);
+		return 2;
+	}
+	char *scpath = xasprintf("%s/.quantmake/statcache", o->build_dir);
+	b.sc = statcache_open(scpath);
+	free(scpath);
+	for (size_t i = 0; i < b.nacts; i++)
+		b.total += b.acts[i]->needed;
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0)
+		fatalx(1, "cannot create a pipe:");
+	sigpipe_r_fd = pfd[0];
+	sigpipe_w = pfd[1];
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	int status = 0;
+	size_t ran_before = 0;
+	for (int round = 0; round < 4; round++) {
+		status = run_loop(&b);
+		if (status || b.o->dry_run)
+			break;
+		int m = materialize(&b);
+		if (m < 0) {
+			fprintf(stderr, "%s: %s\n", argv0, errmsg());
+			status = 1;
+			break;
+		}
+		if (m == 0)
+			break;
+	}
+	size_t ran = 0, hits = 0;
+	for (size_t i = 0; i < b.nacts; i++) {
+		ran += b.acts[i]->state == A_DONE && !b.acts[i]->hit && b.acts[i]->needed;
+		hits += b.acts[i]->hit;
+	}
+	(void)ran_before;
+	if (status == 0 && b.failed)
+		status = 1;
+	if (status == 0 && !o->dry_run && ran == 0)
+		printf("%s: nothing to do: %zu actions up to date\n", argv0, hits);
+	else if (status == 0 && o->dry_run && b.done == hits)
+		printf("%s: nothing to do: %zu actions up to date\n", argv0, hits);
+	if (status == 2)
+		fprintf(stderr, "%s: %s\n", argv0, errmsg());
+	else if (status > 128)
+		fprintf(stderr, "%s: interrupted: stopped all actions; nothing partial was stored\n", argv0);
+	if (statcache_save(b.sc) < 0)
+		warn("%s", errmsg());
+	statcache_close(b.sc);
+	cache_close(b.cache);
+	close(pfd[0]);
+	close(pfd[1]);
+	sigpipe_w = -1;
+	teardown(&b);
+	return status;
+}
+
+int build_graph(Project *p, const BuildOpts *o, int ntargets, char **targets)
+{
+	Build b;
+	if (setup(&b, p, o, ntargets, targets) < 0) {
+		fprintf(stderr, "%s: %s\n", argv0, errmsg());
+		teardown(&b);
+		return 2;
+	}
+	printf("digraph quantmake {\n\trankdir=LR;\n");
+	for (size_t i = 0; i < b.nacts; i++) {
+		Action *a = b.acts[i];
+		if (!a->needed)
+			continue;
+		printf("\t\"%s:%s\"%s;\n", a->model->name, a->stage->name, a->target ? " [shape=box]" : "");
+		if (a->in)
+			printf("\t\"%s:%s\" -> \"%s:%s\";\n", a->in->model->name, a->in->stage->name,
+			       a->model->name, a->stage->name);
+	}
+	printf("}\n");
+	teardown(&b);
+	return 0;
+}

@@ -1,0 +1,535 @@
+/* cache.c — content-addressed store and action records (see cache.h).
+ *
+ * Action record format, version 1 (text, one item per line):
+ *   quantmake-action 1
+ *   key HEX
+ *   stage NAME
+ *   model NAME
+ *   seconds FLOAT
+ *   out HEX SIZE NAME          (one per output file, NAME last: may hold spaces)
+ *   dep HEX PATH               (one per discovered input)
+ *   keytext                    (the rest of the file is the canonical key text)
+ * A record that does not parse is removed with a warning and counts as a miss. */
+#include "cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "util.h"
+
+struct Cache {
+	char *dir;
+};
+
+static char *sub(const Cache *c, const char *kind, Hash h)
+{
+	char hex[HASH_HEX_LEN];
+	hash_hex(h, hex);
+	return xasprintf("%s/%s/%.2s/%s", c->dir, kind, hex, hex);
+}
+
+Cache *cache_open(const char *dir)
+{
+	static const char *subdirs[] = {"objects", "actions", "locks", "tmp"};
+	for (size_t i = 0; i < ARRAY_LEN(subdirs); i++) {
+		char *p = path_join(dir, subdirs[i]);
+		int r = mkdirs(p);
+		free(p);
+		if (r < 0) {
+			error_prefix("cache directory '%s' is not usable", dir);
+			return NULL;
+		}
+	}
+	char *probe = xasprintf("%s/tmp/.probe.XXXXXX", dir);
+	int fd = mkstemp(probe);
+	if (fd < 0) {
+		error("cache directory '%s' is not writable:", dir);
+		free(probe);
+		return NULL;
+	}
+	close(fd);
+	unlink(probe);
+	free(probe);
+	Cache *c = xcalloc(1, sizeof *c);
+	c->dir = xstrdup(dir);
+	return c;
+}
+
+void cache_close(Cache *c)
+{
+	if (!c)
+		return;
+	free(c->dir);
+	free(c);
+}
+
+const char *cache_dir(const Cache *c)
+{
+	return c->dir;
+}
+
+char *cache_object_path(const Cache *c, Hash h)
+{
+	return sub(c, "objects", h);
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Copy src to a fresh temp file in dstdir_tmp while hashing; returns the
+ * temp path (malloc'd) or NULL. */
+static char *copy_hashing(const char *src, const char *tmpl, Hash *h, int64_t *size)
+{
+	enum { BUFSZ = 1 << 20 };
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0) {
+		error("cannot open '%s':", src);
+		return NULL;
+	}
+	char *tmp = xstrdup(tmpl);
+	int out = mkostemp(tmp, O_CLOEXEC);
+	if (out < 0) {
+		error("cannot create '%s':", tmp);
+		free(tmp);
+		close(in);
+		return NULL;
+	}
+	char *buf = xmalloc(BUFSZ);
+	XXH3_state_t *st = XXH3_createState();
+	XXH3_128bits_reset(st);
+	int64_t total = 0;
+	int ok = 1;
+	for (;;) {
+		ssize_t n = read(in, buf, BUFSZ);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			error("cannot read '%s':", src);
+			ok = 0;
+			break;
+		}
+		if (n == 0)
+			break;
+		XXH3_128bits_update(st, buf, (size_t)n);
+		if (write_all(out, buf, (size_t)n) < 0) {
+			error("cannot write '%s':", tmp);
+			ok = 0;
+			break;
+		}
+		total += n;
+	}
+	if (ok && (fsync(out) < 0 || close(out) < 0)) {
+		error("cannot write '%s':", tmp);
+		ok = 0;
+	} else if (!ok) {
+		close(out);
+	}
+	close(in);
+	free(buf);
+	XXH128_canonical_t cn;
+	XXH128_canonicalFromHash(&cn, XXH3_128bits_digest(st));
+	XXH3_freeState(st);
+	if (!ok) {
+		unlink(tmp);
+		free(tmp);
+		return NULL;
+	}
+	memcpy(h->b, cn.digest, 16);
+	*size = total;
+	return tmp;
+}
+
+int cache_put_file(Cache *c, const char *path, Hash *h, int64_t *size)
+{
+	char *tmpl = xasprintf("%s/tmp/obj.XXXXXX", c->dir);
+	char *tmp = copy_hashing(path, tmpl, h, size);
+	free(tmpl);
+	if (!tmp)
+		return -1;
+	char *dst = cache_object_path(c, *h);
+	char *dir = path_dir(dst);
+	int r = mkdirs(dir);
+	free(dir);
+	if (r == 0) {
+		chmod(tmp, 0444);
+		if (rename(tmp, dst) < 0)
+			r = error("cannot store '%s' in the cache:", path);
+	}
+	unlink(tmp);
+	free(tmp);
+	free(dst);
+	return r;
+}
+
+int cache_fetch(Cache *c, Hash h, const char *dst, unsigned mode)
+{
+	char *obj = cache_object_path(c, h);
+	char *tmpl = xasprintf("%s.tmp.XXXXXX", dst);
+	Hash got;
+	int64_t size;
+	char *tmp = copy_hashing(obj, tmpl, &got, &size);
+	free(tmpl);
+	if (!tmp) {
+		free(obj);
+		return -1;
+	}
+	if (!hash_eq(got, h)) {
+		char hex[HASH_HEX_LEN];
+		unlink(tmp);
+		free(tmp);
+		unlink(obj);
+		error("corrupt cache object %s (content does not match its name): removed", hash_hex(h, hex));
+		free(obj);
+		return -2;
+	}
+	free(obj);
+	int r = 0;
+	if (chmod(tmp, mode) < 0 || rename(tmp, dst) < 0) {
+		r = error("cannot write '%s':", dst);
+		unlink(tmp);
+	}
+	free(tmp);
+	return r;
+}
+
+void action_rec_free(ActionRec *r)
+{
+	for (size_t i = 0; i < r->nouts; i++)
+		free(r->outs[i].name);
+	for (size_t i = 0; i < r->ndeps; i++)
+		free(r->deps[i].path);
+	free(r->outs);
+	free(r->deps);
+	free(r->stage);
+	free(r->model);
+	free(r->keytext);
+	memset(r, 0, sizeof *r);
+}
+
+static int parse_record(char *text, ActionRec *r)
+{
+	memset(r, 0, sizeof *r);
+	char *save = NULL, *line = strtok_r(text, "\n", &save);
+	if (!line || strcmp(line, "quantmake-action 1"))
+		return -1;
+	size_t capo = 0, capd = 0;
+	while ((line = strtok_r(NULL, "\n", &save))) {
+		if (!strncmp(line, "key ", 4)) {
+			if (hash_parse(line + 4, &r->key) < 0)
+				return -1;
+		} else if (!strncmp(line, "stage ", 6)) {
+			free(r->stage);
+			r->stage = xstrdup(line + 6);
+		} else if (!strncmp(line, "model ", 6)) {
+			free(r->model);
+			r->model = xstrdup(line + 6);
+		} else if (!strncmp(line, "seconds ", 8)) {
+			r->seconds = strtod(line + 8, NULL);
+		} else if (!strncmp(line, "out ", 4)) {
+			ActionOut o;
+			char *p = line + 4, *end;
+			if (strlen(p) < 34 || hash_parse(p, &o.h) < 0)
+				return -1;
+			o.size = strtoll(p + 33, &end, 10);
+			if (*end != ' ')
+				return -1;
+			o.name = xstrdup(end + 1);
+			if (r->nouts == capo) {
+				capo = capo ? capo * 2 : 4;
+				r->outs = xreallocarray(r->outs, capo, sizeof *r->outs);
+			}
+			r->outs[r->nouts++] = o;
+		} else if (!strncmp(line, "dep ", 4)) {
+			ActionDep d;
+			char *p = line + 4;
+			if (strlen(p) < 34 || hash_parse(p, &d.h) < 0)
+				return -1;
+			d.path = xstrdup(p + 33);
+			if (r->ndeps == capd) {
+				capd = capd ? capd * 2 : 4;
+				r->deps = xreallocarray(r->deps, capd, sizeof *r->deps);
+			}
+			r->deps[r->ndeps++] = d;
+		} else if (!strcmp(line, "keytext")) {
+			r->keytext = xstrdup(save ? save : "");
+			break;
+		} else {
+			return -1;
+		}
+	}
+	return r->stage && r->model && r->keytext ? 0 : -1;
+}
+
+int cache_get_action(Cache *c, Hash key, ActionRec *out)
+{
+	char *p = sub(c, "actions", key);
+	char *text;
+	size_t len;
+	if (access(p, F_OK) != 0) {
+		free(p);
+		return 0;
+	}
+	if (read_file(p, &text, &len) < 0) {
+		free(p);
+		return -1;
+	}
+	int r = parse_record(text, out);
+	free(text);
+	if (r < 0 || !hash_eq(out->key, key)) {
+		warn("removing corrupt action record '%s'", p);
+		unlink(p);
+		action_rec_free(out);
+		free(p);
+		return 0;
+	}
+	free(p);
+	return 1;
+}
+
+int cache_put_action(Cache *c, const ActionRec *r)
+{
+	StrBuf sb = {0};
+	char hex[HASH_HEX_LEN];
+	sb_printf(&sb, "quantmake-action 1\nkey %s\nstage %s\nmodel %s\nseconds %.3f\n",
+		  hash_hex(r->key, hex), r->stage, r->model, r->seconds);
+	for (size_t i = 0; i < r->nouts; i++)
+		sb_printf(&sb, "out %s %lld %s\n", hash_hex(r->outs[i].h, hex),
+			  (long long)r->outs[i].size, r->outs[i].name);
+	for (size_t i = 0; i < r->ndeps; i++)
+		sb_printf(&sb, "dep %s %s\n", hash_hex(r->deps[i].h, hex), r->deps[i].path);
+	sb_printf(&sb, "keytext\n%s", r->keytext);
+	char *p = sub(c, "actions", r->key);
+	char *dir = path_dir(p);
+	int ret = mkdirs(dir);
+	if (ret == 0)
+		ret = write_file_atomic(p, sb.buf, sb.len);
+	free(dir);
+	free(p);
+	sb_release(&sb);
+	return ret;
+}
+
+void cache_touch_action(Cache *c, Hash key)
+{
+	char *p = sub(c, "actions", key);
+	utimensat(AT_FDCWD, p, NULL, 0);
+	free(p);
+}
+
+int cache_lock(Cache *c, Hash key)
+{
+	char hex[HASH_HEX_LEN];
+	char *p = xasprintf("%s/locks/%s", c->dir, hash_hex(key, hex));
+	int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		error("cannot create lock '%s':", p);
+		free(p);
+		return -1;
+	}
+	free(p);
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			close(fd);
+			return error("cannot lock cache action:");
+		}
+	}
+	return fd;
+}
+
+void cache_unlock(int fd)
+{
+	if (fd >= 0) {
+		flock(fd, LOCK_UN);
+		close(fd);
+	}
+}
+
+/* ---- garbage collection ---- */
+
+typedef struct GcAct {
+	char *path;
+	struct timespec used;
+	ActionRec rec;
+} GcAct;
+
+typedef struct GcObj {
+	Hash h;
+	int64_t size;
+	int refs;
+} GcObj;
+
+static int cmp_act(const void *a, const void *b)
+{
+	const GcAct *x = a, *y = b;
+	if (x->used.tv_sec != y->used.tv_sec)
+		return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+	if (x->used.tv_nsec != y->used.tv_nsec)
+		return x->used.tv_nsec < y->used.tv_nsec ? -1 : 1;
+	return strcmp(x->path, y->path);
+}
+
+static int cmp_obj(const void *a, const void *b)
+{
+	return memcmp(((const GcObj *)a)->h.b, ((const GcObj *)b)->h.b, 16);
+}
+
+/* calls fn(path, name) for every file two levels below dir */
+static void walk2(const char *dir, void (*fn)(void *, const char *, const char *), void *ud)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char *sd = path_join(dir, e->d_name);
+		DIR *d2 = opendir(sd);
+		if (d2) {
+			struct dirent *f;
+			while ((f = readdir(d2))) {
+				if (f->d_name[0] == '.')
+					continue;
+				char *fp = path_join(sd, f->d_name);
+				fn(ud, fp, f->d_name);
+				free(fp);
+			}
+			closedir(d2);
+		}
+		free(sd);
+	}
+	closedir(d);
+}
+
+typedef struct GcState {
+	GcAct *acts;
+	size_t nacts, capacts;
+	GcObj *objs;
+	size_t nobjs, capobjs;
+} GcState;
+
+static void gc_act(void *ud, const char *path, const char *name)
+{
+	GcState *s = ud;
+	Hash key;
+	struct stat st;
+	if (strlen(name) != 32 || hash_parse(name, &key) < 0 || stat(path, &st) < 0)
+		return;
+	char *text;
+	size_t len;
+	if (read_file(path, &text, &len) < 0)
+		return;
+	GcAct a = {.path = xstrdup(path), .used = st.st_mtim};
+	if (parse_record(text, &a.rec) < 0) {
+		action_rec_free(&a.rec);
+		a.rec.nouts = 0;
+	}
+	free(text);
+	if (s->nacts == s->capacts) {
+		s->capacts = s->capacts ? s->capacts * 2 : 64;
+		s->acts = xreallocarray(s->acts, s->capacts, sizeof *s->acts);
+	}
+	s->acts[s->nacts++] = a;
+}
+
+static void gc_obj(void *ud, const char *path, const char *name)
+{
+	GcState *s = ud;
+	GcObj o = {0};
+	struct stat st;
+	if (strlen(name) != 32 || hash_parse(name, &o.h) < 0 || stat(path, &st) < 0)
+		return;
+	o.size = st.st_size;
+	if (s->nobjs == s->capobjs) {
+		s->capobjs = s->capobjs ? s->capobjs * 2 : 64;
+		s->objs = xreallocarray(s->objs, s->capobjs, sizeof *s->objs);
+	}
+	s->objs[s->nobjs++] = o;
+}
+
+static GcObj *gc_find(GcState *s, Hash h)
+{
+	GcObj k = {.h = h};
+	return bsearch(&k, s->objs, s->nobjs, sizeof *s->objs, cmp_obj);
+}
+
+int cache_gc(Cache *c, int64_t max_bytes)
+{
+	GcState s = {0};
+	char *adir = path_join(c->dir, "actions"), *odir = path_join(c->dir, "objects");
+	walk2(adir, gc_act, &s);
+	walk2(odir, gc_obj, &s);
+	qsort(s.acts, s.nacts, sizeof *s.acts, cmp_act);
+	qsort(s.objs, s.nobjs, sizeof *s.objs, cmp_obj);
+	int64_t total = 0, freed = 0;
+	for (size_t i = 0; i < s.nobjs; i++)
+		total += s.objs[i].size;
+	for (size_t i = 0; i < s.nacts; i++)
+		for (size_t j = 0; j < s.acts[i].rec.nouts; j++) {
+			GcObj *o = gc_find(&s, s.acts[i].rec.outs[j].h);
+			if (o)
+				o->refs++;
+		}
+	size_t nobj_rm = 0, nact_rm = 0;
+	/* unreferenced objects first (left by interrupted builds or old evictions) */
+	for (size_t i = 0; i < s.nobjs && total > max_bytes; i++) {
+		if (s.objs[i].refs)
+			continue;
+		char *p = cache_object_path(c, s.objs[i].h);
+		if (unlink(p) == 0) {
+			total -= s.objs[i].size;
+			freed += s.objs[i].size;
+			nobj_rm++;
+		}
+		s.objs[i].refs = -1;
+		free(p);
+	}
+	for (size_t i = 0; i < s.nacts && total > max_bytes; i++) {
+		unlink(s.acts[i].path);
+		nact_rm++;
+		for (size_t j = 0; j < s.acts[i].rec.nouts; j++) {
+			GcObj *o = gc_find(&s, s.acts[i].rec.outs[j].h);
+			if (o && o->refs > 0 && --o->refs == 0) {
+				char *p = cache_object_path(c, o->h);
+				if (unlink(p) == 0) {
+					total -= o->size;
+					freed += o->size;
+					nobj_rm++;
+				}
+				o->refs = -1;
+				free(p);
+			}
+		}
+	}
+	printf("gc: removed %zu actions and %zu objects (%lld bytes); cache holds %lld bytes\n",
+	       nact_rm, nobj_rm, (long long)freed, (long long)total);
+	for (size_t i = 0; i < s.nacts; i++) {
+		free(s.acts[i].path);
+		action_rec_free(&s.acts[i].rec);
+	}
+	free(s.acts);
+	free(s.objs);
+	free(adir);
+	free(odir);
+	return 0;
+}

@@ -1,0 +1,68 @@
+/* cache.h — the content-addressed store and action records.
+ *
+ * Layout under the cache directory (format version 1):
+ *   objects/XX/HASH     file contents, read-only, named by XXH3-128
+ *   actions/XX/KEY      action records (text, see cache.c), by action key
+ *   locks/KEY           flock()ed while an action is being built
+ *   tmp/                temporary files; everything enters by rename()
+ * The cache stores bytes, not models: it knows nothing of ONNX. */
+#ifndef QM_CACHE_H
+#define QM_CACHE_H
+
+#include <stdint.h>
+
+#include "hash.h"
+
+typedef struct Cache Cache;
+
+typedef struct ActionOut {
+	char *name;      /* file name inside the action's output directory */
+	Hash h;
+	int64_t size;
+} ActionOut;
+
+typedef struct ActionDep {
+	char *path;      /* project-relative path discovered while running */
+	Hash h;
+} ActionDep;
+
+typedef struct ActionRec {
+	Hash key;
+	char *stage, *model;
+	char *keytext;   /* the canonical text the key was hashed from */
+	ActionOut *outs;
+	size_t nouts;
+	ActionDep *deps;
+	size_t ndeps;
+	double seconds;  /* how long the action took when it ran */
+} ActionRec;
+
+/* open (creating) the cache at DIR; -1 with error() naming DIR if it cannot
+ * be created or written */
+Cache *cache_open(const char *dir);
+void cache_close(Cache *c);
+const char *cache_dir(const Cache *c);
+
+/* store a file's bytes; sets its hash and size. Atomic and idempotent. */
+int cache_put_file(Cache *c, const char *path, Hash *h, int64_t *size);
+/* copy object h to dst atomically, verifying its hash on the way; a
+ * corrupt object is deleted and -2 returned (error() says which) */
+int cache_fetch(Cache *c, Hash h, const char *dst, unsigned mode);
+/* path of object h (malloc'd) */
+char *cache_object_path(const Cache *c, Hash h);
+/* 1 found, 0 not found (or corrupt record, removed with a warning) */
+int cache_get_action(Cache *c, Hash key, ActionRec *out);
+int cache_put_action(Cache *c, const ActionRec *r);
+/* mark an action used now (for least-recently-used eviction) */
+void cache_touch_action(Cache *c, Hash key);
+/* blocking exclusive lock for building KEY; returns fd or -1 */
+int cache_lock(Cache *c, Hash key);
+void cache_unlock(int fd);
+void action_rec_free(ActionRec *r);
+
+/* evict least recently used actions (and objects only they reference), and
+ * unreferenced objects, until the objects total at most max_bytes; prints
+ * what it did to stdout; 0 or -1 */
+int cache_gc(Cache *c, int64_t max_bytes);
+
+#endif

@@ -1,0 +1,660 @@
+/* dataio.c — .npy, .npz, TensorProto .pb files and sample iteration
+ * (see dataio.h).
+ *
+ * .npy layout (numpy's format.py): "\x93NUMPY", major, minor, a little-endian
+ * header length (u16 in 1.0, u32 in 2.0 and 3.0), then a Python dict literal
+ * {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with
+ * spaces and '\n' so the data starts at a multiple of 64, then the raw data. */
+#include "exec/dataio.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <glob.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util.h"
+
+void tl_push(TensorList *l, Tensor *t)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 8;
+		l->t = xreallocarray(l->t, l->cap, sizeof *l->t);
+	}
+	l->t[l->n++] = *t;
+	memset(t, 0, sizeof *t);
+}
+
+void tl_free(TensorList *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		tensor_free(&l->t[i]);
+	free(l->t);
+	memset(l, 0, sizeof *l);
+}
+
+/* ---- .npy ---- */
+
+static const struct {
+	const char *descr; /* without the byte-order character */
+	int dt;
+} npy_types[] = {
+	{"f4", DT_FLOAT}, {"f8", DT_DOUBLE}, {"f2", DT_FLOAT16},
+	{"i1", DT_INT8}, {"u1", DT_UINT8}, {"i2", DT_INT16}, {"u2", DT_UINT16},
+	{"i4", DT_INT32}, {"u4", DT_UINT32}, {"i8", DT_INT64}, {"u8", DT_UINT64},
+	{"b1", DT_BOOL}, {"c8", DT_COMPLEX64}, {"c16", DT_COMPLEX128},
+};
+
+/* the value text after 'key': in a header dict, or NULL */
+static const char *dict_value(const char *h, const char *key)
+{
+	char k[32];
+	snprintf(k, sizeof k, "'%s'", key);
+	const char *p = strstr(h, k);
+	if (!p) {
+		snprintf(k, sizeof k, "\"%s\"", key);
+		p = strstr(h, k);
+	}
+	if (!p)
+		return NULL;
+	p += strlen(k);
+	while (isspace((unsigned char)*p))
+		p++;
+	if (*p != ':')
+		return NULL;
+	p++;
+	while (isspace((unsigned char)*p))
+		p++;
+	return p;
+}
+
+int npy_parse(const void *buf, size_t len, const char *what, Tensor *t)
+{
+	const unsigned char *b = buf;
+	memset(t, 0, sizeof *t);
+	if (len < 10 || memcmp(b, "\x93NUMPY", 6))
+		return error("%s: not a .npy file (bad magic)", what);
+	int major = b[6];
+	size_t hlen, hoff;
+	if (major == 1) {
+		hlen = (size_t)b[8] | (size_t)b[9] << 8;
+		hoff = 10;
+	} else if (major == 2 || major == 3) {
+		if (len < 12)
+			return error("%s: truncated .npy header", what);
+		hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
+		hoff = 12;
+	} else {
+		return error("%s: unsupported .npy format version %d.%d", what, major, b[7]);
+	}
+	if (hlen > len - hoff)
+		return error("%s: truncated .npy header (%zu bytes declared, %zu present)", what,
+			     hlen, len - hoff);
+	char *h = xstrndup((const char *)b + hoff, hlen);
+	int r = -1;
+	int dt = 0, rank = 0;
+	int64_t dims[QM_MAX_RANK];
+	const char *v = dict_value(h, "descr");
+	if (!v || (*v != '\'' && *v != '"')) {
+		if (v && *v == '[')
+			error("%s: structured .npy dtypes are not supported", what);
+		else
+			error("%s: .npy header has no 'descr'", what);
+		goto out;
+	}
+	char q = *v++;
+	const char *e = strchr(v, q);
+	if (!e || e - v > 15) {
+		error("%s: malformed 'descr' in .npy header", what);
+		goto out;
+	}
+	char descr[16];
+	memcpy(descr, v, (size_t)(e - v));
+	descr[e - v] = 0;
+	char order = descr[0];
+	const char *code = descr + 1;
+	if (order != '<' && order != '>' && order != '|' && order != '=') {
+		order = '=';
+		code = descr;
+	}
+	if (code[0] == 'O') {
+		error("%s: object arrays (dtype '%s') are not supported", what, descr);
+		goto out;
+	}
+	if (code[0] == 'U' || code[0] == 'S' || code[0] == 'a') {
+		error("%s: string arrays (dtype '%s') are not supported", what, descr);
+		goto out;
+	}
+	for (size_t i = 0; i < ARRAY_LEN(npy_types); i++)
+		if (!strcmp(code, npy_types[i].descr))
+			dt = npy_types[i].dt;
+	if (!dt) {
+		error("%s: unsupported .npy dtype '%s'", what, descr);
+		goto out;
+	}
+	if (order == '>' && dtype_bits(dt) > 8) {
+		error("%s: big-endian data (dtype '%s') is not supported; save it little-endian", what, descr);
+		goto out;
+	}
+	v = dict_value(h, "fortran_order");
+	if (!v) {
+		error("%s: .npy header has no 'fortran_order'", what);
+		goto out;
+	}
+	if (!strncmp(v, "True", 4)) {
+		error("%s: fortran_order arrays are not supported; save with np.ascontiguousarray", what);
+		goto out;
+	}
+	if (strncmp(v, "False", 5)) {
+		error("%s: malformed 'fortran_order' in .npy header", what);
+		goto out;
+	}
+	v = dict_value(h, "shape");
+	if (!v || *v != '(') {
+		error("%s: .npy header has no 'shape' tuple", what);
+		goto out;
+	}
+	for (v++;;) {
+		while (isspace((unsigned char)*v) || *v == ',')
+			v++;
+		if (*v == ')')
+			break;
+		if (!isdigit((unsigned char)*v)) {
+			error("%s: malformed 'shape' in .npy header", what);
+			goto out;
+		}
+		if (rank == QM_MAX_RANK) {
+			error("%s: rank exceeds the supported maximum %d", what, QM_MAX_RANK);
+			goto out;
+		}
+		errno = 0;
+		char *end;
+		long long d = strtoll(v, &end, 10);
+		if (errno || d < 0) {
+			error("%s: dimension out of range in .npy header", what);
+			goto out;
+		}
+		dims[rank++] = d;
+		v = end;
+	}
+	if (tensor_alloc(t, dt, rank, dims) < 0) {
+		error_prefix("%s", what);
+		goto out;
+	}
+	size_t have = len - hoff - hlen;
+	if (have != t->nbytes) {
+		char sb[128];
+		error("%s: %s %s needs %zu bytes of data, the file has %zu (%s)", what, dtype_name(dt),
+		      shape_str(rank, dims, sb, sizeof sb), t->nbytes, have,
+		      have < t->nbytes ? "truncated" : "trailing bytes");
+		tensor_free(t);
+		goto out;
+	}
+	if (t->nbytes)
+		memcpy(t->data, b + hoff + hlen, t->nbytes);
+	r = 0;
+out:
+	free(h);
+	return r;
+}
+
+int npy_read(const char *path, Tensor *t)
+{
+	char *data;
+	size_t len;
+	if (read_file(path, &data, &len) < 0)
+		return -1;
+	int r = npy_parse(data, len, path, t);
+	free(data);
+	return r;
+}
+
+int npy_encode(const Tensor *t, void **buf, size_t *len)
+{
+	const char *code = NULL;
+	for (size_t i = 0; i < ARRAY_LEN(npy_types); i++)
+		if (npy_types[i].dt == t->dtype)
+			code = npy_types[i].descr;
+	if (!code)
+		return error("tensor '%s': %s has no .npy equivalent", t->name ? t->name : "",
+			     dtype_name(t->dtype));
+	StrBuf h = {0};
+	sb_printf(&h, "{'descr': '%c%s', 'fortran_order': False, 'shape': (",
+		  dtype_bits(t->dtype) == 8 ? '|' : '<', code);
+	for (int i = 0; i < t->rank; i++)
+		sb_printf(&h, "%lld%s", (long long)t->dims[i], t->rank == 1 ? "," : i + 1 < t->rank ? ", " : "");
+	sb_puts(&h, "), }");
+	while ((10 + h.len + 1) % 64)
+		sb_putc(&h, ' ');
+	sb_putc(&h, '\n');
+	*len = 10 + h.len + t->nbytes;
+	unsigned char *b = xmalloc(*len);
+	memcpy(b, "\x93NUMPY\x01\x00", 8);
+	b[8] = (unsigned char)(h.len & 0xff);
+	b[9] = (unsigned char)(h.len >> 8);
+	memcpy(b + 10, h.buf, h.len);
+	if (t->nbytes)
+		memcpy(b + 10 + h.len, t->data, t->nbytes);
+	sb_release(&h);
+	*buf = b;
+	return 0;
+}
+
+int npy_write(const char *path, const Tensor *t)
+{
+	void *b;
+	size_t n;
+	if (npy_encode(t, &b, &n) < 0)
+		return error_prefix("%s", path);
+	int r = write_file_atomic(path, b, n);
+	free(b);
+	return r;
+}
+
+/* ---- .npz ---- */
+
+static int is_positional(const char *name)
+{
+	if (strncmp(name, "arr_", 4) || !name[4])
+		return 0;
+	for (const char *p = name + 4; *p; p++)
+		if (!isdigit((unsigned char)*p))
+			return 0;
+	return 1;
+}
+
+int npz_read(const char *path, TensorList *out)
+{
+	struct archive *a = archive_read_new();
+	struct archive_entry *ent;
+	int r = -1;
+	memset(out, 0, sizeof *out);
+	archive_read_support_format_zip(a);
+	if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK) {
+		error("cannot open '%s': %s", path, archive_error_string(a));
+		goto out;
+	}
+	for (;;) {
+		int e = archive_read_next_header(a, &ent);
+		if (e == ARCHIVE_EOF)
+			break;
+		if (e != ARCHIVE_OK && e != ARCHIVE_WARN) {
+			error("%s: not a valid .npz (zip) file: %s", path, archive_error_string(a));
+			goto out;
+		}
+		const char *name = archive_entry_pathname(ent);
+		if (!name || archive_entry_filetype(ent) != AE_IFREG)
+			continue;
+		StrBuf data = {0};
+		char chunk[1 << 16];
+		for (;;) {
+			la_ssize_t n = archive_read_data(a, chunk, sizeof chunk);
+			if (n < 0) {
+				error("%s: member '%s': %s", path, name, archive_error_string(a));
+				sb_release(&data);
+				goto out;
+			}
+			if (n == 0)
+				break;
+			sb_add(&data, chunk, (size_t)n);
+		}
+		char *what = xasprintf("%s: member '%s'", path, name);
+		Tensor t;
+		int pr = npy_parse(data.buf ? data.buf : "", data.len, what, &t);
+		free(what);
+		sb_release(&data);
+		if (pr < 0)
+			goto out;
+		size_t nl = strlen(name);
+		if (nl > 4 && !strcmp(name + nl - 4, ".npy"))
+			nl -= 4;
+		t.name = xstrndup(name, nl);
+		if (is_positional(t.name)) {
+			free(t.name);
+			t.name = NULL;
+		}
+		tl_push(out, &t);
+	}
+	if (out->n == 0) {
+		error("%s: the archive holds no arrays", path);
+		goto out;
+	}
+	r = 0;
+out:
+	archive_read_free(a);
+	if (r < 0)
+		tl_free(out);
+	return r;
+}
+
+static la_ssize_t sb_writecb(struct archive *a, void *ud, const void *buf, size_t n)
+{
+	sb_add(ud, buf, n);
+	return (la_ssize_t)n;
+}
+
+int npz_write(const char *path, const Tensor *ts, size_t n)
+{
+	StrBuf zip = {0};
+	struct archive *a = archive_write_new();
+	struct archive_entry *ent = archive_entry_new();
+	int r = -1;
+	if (archive_write_set_format_zip(a) != ARCHIVE_OK ||
+	    archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
+	    archive_write_open2(a, &zip, NULL, sb_writecb, NULL, NULL) != ARCHIVE_OK) {
+		error("%s: cannot start zip archive: %s", path, archive_error_string(a));
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		void *b;
+		size_t len;
+		char *name = ts[i].name ? xasprintf("%s.npy", ts[i].name) : xasprintf("arr_%zu.npy", i);
+		if (npy_encode(&ts[i], &b, &len) < 0) {
+			free(name);
+			error_prefix("%s", path);
+			goto out;
+		}
+		archive_entry_clear(ent);
+		archive_entry_set_pathname(ent, name);
+		archive_entry_set_filetype(ent, AE_IFREG);
+		archive_entry_set_perm(ent, 0644);
+		archive_entry_set_size(ent, (la_int64_t)len);
+		archive_entry_set_mtime(ent, 315532800, 0); /* 1980-01-01: reproducible */
+		int e = archive_write_header(a, ent);
+		if (e == ARCHIVE_OK && archive_write_data(a, b, len) != (la_ssize_t)len)
+			e = ARCHIVE_FATAL;
+		free(b);
+		if (e != ARCHIVE_OK) {
+			error("%s: cannot write member '%s': %s", path, name, archive_error_string(a));
+			free(name);
+			goto out;
+		}
+		free(name);
+	}
+	if (archive_write_close(a) != ARCHIVE_OK) {
+		error("%s: cannot finish zip archive: %s", path, archive_error_string(a));
+		goto out;
+	}
+	r = write_file_atomic(path, zip.buf ? zip.buf : "", zip.len);
+out:
+	archive_entry_free(ent);
+	archive_write_free(a);
+	sb_release(&zip);
+	return r;
+}
+
+/* ---- TensorProto .pb ---- */
+
+int pb_parse(const void *buf, size_t len, const char *what, Tensor *t)
+{
+	memset(t, 0, sizeof *t);
+	Onnx__TensorProto *p = onnx__tensor_proto__unpack(NULL, len, buf);
+	if (!p)
+		return error("%s: not a serialized ONNX TensorProto", what);
+	int r = -1;
+	if (p->has_data_type && p->data_type == DT_STRING) {
+		error("%s: string tensors are not supported", what);
+		goto out;
+	}
+	if (p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+		error("%s: external data in a tensor file is not supported", what);
+		goto out;
+	}
+	if (p->segment) {
+		error("%s: segmented tensors are not supported", what);
+		goto out;
+	}
+	/* the data of a valid tensor file is inside the file: refuse dims that
+	 * claim more before anything is allocated */
+	int64_t n = tensor_proto_numel(p);
+	int dt = p->has_data_type ? p->data_type : 0;
+	if (n < 0 || p->n_dims > QM_MAX_RANK || (dtype_bits(dt) && dtype_nbytes(dt, n) > len)) {
+		error("%s: tensor dims claim more data than the file holds (not a TensorProto?)", what);
+		goto out;
+	}
+	Model dummy = {0};
+	if (tensor_from_proto(&dummy, p, t) < 0) {
+		error_prefix("%s", what);
+		goto out;
+	}
+	if (t->name && !*t->name) {
+		free(t->name);
+		t->name = NULL;
+	}
+	r = 0;
+out:
+	onnx__tensor_proto__free_unpacked(p, NULL);
+	return r;
+}
+
+int pb_read(const char *path, Tensor *t)
+{
+	char *data;
+	size_t len;
+	if (read_file(path, &data, &len) < 0)
+		return -1;
+	int r = pb_parse(data, len, path, t);
+	free(data);
+	return r;
+}
+
+int pb_write(const char *path, const Tensor *t, const char *name)
+{
+	Onnx__TensorProto *p = tensor_to_proto(t, name);
+	size_t n = onnx__tensor_proto__get_packed_size(p);
+	uint8_t *b = xmalloc(n ? n : 1);
+	onnx__tensor_proto__pack(p, b);
+	int r = write_file_atomic(path, b, n);
+	free(b);
+	onnx__tensor_proto__free_unpacked(p, NULL);
+	return r;
+}
+
+int testset_read(const char *dir, const char *prefix, TensorList *out)
+{
+	memset(out, 0, sizeof *out);
+	for (size_t k = 0;; k++) {
+		char *fn = xasprintf("%s/%s_%zu.pb", dir, prefix, k);
+		struct stat st;
+		if (stat(fn, &st) < 0) {
+			free(fn);
+			break;
+		}
+		Tensor t;
+		int r = pb_read(fn, &t);
+		free(fn);
+		if (r < 0) {
+			tl_free(out);
+			return -1;
+		}
+		free(t.name);
+		t.name = NULL;
+		tl_push(out, &t);
+	}
+	return 0;
+}
+
+static int has_ext(const char *path, const char *ext)
+{
+	size_t n = strlen(path), e = strlen(ext);
+	return n > e && !strcmp(path + n - e, ext);
+}
+
+int data_read_file(const char *path, TensorList *out)
+{
+	memset(out, 0, sizeof *out);
+	Tensor t;
+	if (has_ext(path, ".npz"))
+		return npz_read(path, out);
+	if (has_ext(path, ".npy")) {
+		if (npy_read(path, &t) < 0)
+			return -1;
+	} else if (has_ext(path, ".pb")) {
+		if (pb_read(path, &t) < 0)
+			return -1;
+	} else {
+		return error("%s: unknown data file type (expected .npy, .npz or .pb)", path);
+	}
+	tl_push(out, &t);
+	return 0;
+}
+
+/* ---- samples ---- */
+
+enum { S_FILE, S_TESTSET };
+
+typedef struct SampleSrc {
+	char *path;
+	int kind;
+} SampleSrc;
+
+struct SampleIter {
+	SampleSrc *src;
+	size_t n, cap, next;
+};
+
+static void add_src(SampleIter *it, const char *path, int kind)
+{
+	if (it->n == it->cap) {
+		it->cap = it->cap ? 2 * it->cap : 16;
+		it->src = xreallocarray(it->src, it->cap, sizeof *it->src);
+	}
+	it->src[it->n].path = xstrdup(path);
+	it->src[it->n].kind = kind;
+	it->n++;
+}
+
+static int is_data_file(const char *name)
+{
+	return has_ext(name, ".npy") || has_ext(name, ".npz") || has_ext(name, ".pb");
+}
+
+static int is_testset(const char *dir)
+{
+	char *fn = path_join(dir, "input_0.pb");
+	struct stat st;
+	int r = stat(fn, &st) == 0;
+	free(fn);
+	return r;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int add_path(SampleIter *it, const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return error("cannot read data '%s':", path);
+	if (!S_ISDIR(st.st_mode)) {
+		if (!is_data_file(path))
+			return error("%s: unknown data file type (expected .npy, .npz or .pb)", path);
+		add_src(it, path, S_FILE);
+		return 0;
+	}
+	if (is_testset(path)) {
+		add_src(it, path, S_TESTSET);
+		return 0;
+	}
+	DIR *d = opendir(path);
+	if (!d)
+		return error("cannot open directory '%s':", path);
+	PtrVec names = {0};
+	struct dirent *de;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			pv_push(&names, xstrdup(de->d_name));
+	closedir(d);
+	qsort(names.v, names.n, sizeof *names.v, cmp_str);
+	size_t before = it->n;
+	for (size_t i = 0; i < names.n; i++) {
+		char *p = path_join(path, names.v[i]);
+		if (stat(p, &st) == 0) {
+			if (S_ISDIR(st.st_mode) && is_testset(p))
+				add_src(it, p, S_TESTSET);
+			else if (S_ISREG(st.st_mode) && is_data_file(p))
+				add_src(it, p, S_FILE);
+		}
+		free(p);
+		free(names.v[i]);
+	}
+	pv_free(&names);
+	if (it->n == before)
+		return error("%s: no data files (.npy, .npz, .pb) or test_data_set directories found", path);
+	return 0;
+}
+
+int samples_open(const char *const *specs, size_t nspecs, SampleIter **out)
+{
+	SampleIter *it = xcalloc(1, sizeof *it);
+	for (size_t i = 0; i < nspecs; i++) {
+		if (strpbrk(specs[i], "*?[")) {
+			glob_t g;
+			int e = glob(specs[i], 0, NULL, &g);
+			if (e == GLOB_NOMATCH) {
+				error("no data matches '%s'", specs[i]);
+				goto fail;
+			}
+			if (e) {
+				error("cannot expand '%s'", specs[i]);
+				goto fail;
+			}
+			/* glob(3) sorts its results */
+			for (size_t k = 0; k < g.gl_pathc; k++)
+				if (add_path(it, g.gl_pathv[k]) < 0) {
+					globfree(&g);
+					goto fail;
+				}
+			globfree(&g);
+		} else if (add_path(it, specs[i]) < 0) {
+			goto fail;
+		}
+	}
+	if (it->n == 0) {
+		error("no data samples given");
+		goto fail;
+	}
+	*out = it;
+	return 0;
+fail:
+	samples_close(it);
+	return -1;
+}
+
+size_t samples_count(const SampleIter *it)
+{
+	return it->n;
+}
+
+int samples_next(SampleIter *it, TensorList *out)
+{
+	memset(out, 0, sizeof *out);
+	if (it->next >= it->n)
+		return 0;
+	SampleSrc *s = &it->src[it->next++];
+	int r = s->kind == S_TESTSET ? testset_read(s->path, "input", out) : data_read_file(s->path, out);
+	if (r == 0 && out->n == 0)
+		r = error("%s: holds no input tensors", s->path);
+	return r < 0 ? -1 : 1;
+}
+
+void samples_rewind(SampleIter *it)
+{
+	it->next = 0;
+}
+
+void samples_close(SampleIter *it)
+{
+	if (!it)
+		return;
+	for (size_t i = 0; i < it->n; i++)
+		free(it->src[i].path);
+	free(it->src);
+	free(it);
+}

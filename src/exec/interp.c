@@ -1,0 +1,937 @@
+/* interp.c — planning and running ONNX graphs (see interp.h).
+ *
+ * A Plan describes one graph (the main graph or a subgraph): every name it
+ * sees gets a slot; a slot is a graph input, an initializer, a node output or
+ * an outer-scope value (a slot of the enclosing plan). Steps are the nodes in
+ * topological order; each lists the node-output slots that die after it.
+ *
+ * A Frame is one execution of a plan: ref[s] points at the tensor of slot s
+ * (frame storage for node outputs, the plan's loaded initializers, the
+ * caller's inputs, or the enclosing frame's ref for outer values).
+ *
+ * Node outputs take their buffers from a pool of malloc'd blocks: a dead
+ * tensor's block goes back to the pool and the next op_output() of a fitting
+ * size reuses it. Blocks are ordinary owned tensor data, so a kernel that
+ * frees a temporary made with op_output() needs nothing special. */
+#include "exec/interp.h"
+
+#include <limits.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "onnx/node.h"
+#include "util.h"
+
+enum { V_INPUT, V_INIT, V_NODE, V_OUTER };
+
+typedef struct Value {
+	const char *name;
+	int kind;         /* V_* */
+	int producer;     /* V_NODE: node index in the graph */
+	int outer;        /* V_OUTER: slot in the parent plan */
+	int init;         /* initializer index, or -1 (an input may have one) */
+	int output;       /* is a graph output: never released */
+} Value;
+
+typedef struct Plan Plan;
+
+typedef struct Step {
+	const Onnx__NodeProto *node;
+	const OpDef *def;
+	int64_t opset;
+	int *in, *out;            /* slots, -1 when absent */
+	int *implicit;            /* slots read by the node's subgraphs */
+	size_t nimplicit;
+	int *release;             /* node-output slots dead after this step */
+	size_t nrelease;
+} Step;
+
+typedef struct NameMap {
+	const char **key;
+	int *val;
+	size_t cap, n;
+} NameMap;
+
+struct Plan {
+	const Onnx__GraphProto *g;
+	Plan *parent;
+	Value *vals;
+	size_t nvals, capvals;
+	NameMap map;
+	Step *steps;              /* in topological order */
+	size_t nsteps;
+	int *inputs, *outputs;    /* slots of the graph's inputs / outputs */
+	size_t ninputs, noutputs;
+	Tensor *consts;           /* per slot: loaded initializer (or empty) */
+};
+
+typedef struct Frame {
+	Plan *plan;
+	Tensor *t;                /* storage of node outputs */
+	const Tensor **ref;
+	struct Frame *parent;
+} Frame;
+
+typedef struct Block {
+	void *p;
+	size_t cap;
+} Block;
+
+struct Interp {
+	Model *m;
+	InterpOpts o;
+	Plan *main;
+	PtrVec plans;             /* every plan, for run_subgraph lookups */
+	Frame mainf;
+	Frame *cur;               /* frame whose node is running */
+	Block *pool;
+	size_t npool, cappool;
+	int *real_inputs;         /* indexes into main->inputs without initializer */
+	size_t nreal;
+};
+
+/* ---- names ---- */
+
+static size_t hash_str(const char *s)
+{
+	size_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static int map_get(const NameMap *m, const char *k)
+{
+	if (!m->cap)
+		return -1;
+	for (size_t i = hash_str(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		if (!m->key[i])
+			return -1;
+		if (!strcmp(m->key[i], k))
+			return m->val[i];
+	}
+}
+
+static void map_put(NameMap *m, const char *k, int v)
+{
+	if (2 * (m->n + 1) > m->cap) {
+		NameMap nm = {0};
+		nm.cap = m->cap ? 2 * m->cap : 64;
+		nm.key = xcalloc(nm.cap, sizeof *nm.key);
+		nm.val = xcalloc(nm.cap, sizeof *nm.val);
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->key[i])
+				map_put(&nm, m->key[i], m->val[i]);
+		free(m->key);
+		free(m->val);
+		*m = nm;
+	}
+	size_t i = hash_str(k) & (m->cap - 1);
+	while (m->key[i] && strcmp(m->key[i], k))
+		i = (i + 1) & (m->cap - 1);
+	if (!m->key[i])
+		m->n++;
+	m->key[i] = k;
+	m->val[i] = v;
+}
+
+/* ---- buffer pool ---- */
+
+static void *pool_get(Interp *ip, size_t need)
+{
+	size_t best = SIZE_MAX;
+	if (need == 0)
+		need = 1;
+	for (size_t i = 0; i < ip->npool; i++) {
+		size_t c = ip->pool[i].cap;
+		/* best fit, but never park a small tensor in a much larger block */
+		if (c >= need && c <= 2 * need + 4096 && (best == SIZE_MAX || c < ip->pool[best].cap))
+			best = i;
+	}
+	if (best == SIZE_MAX)
+		return xmalloc(need);
+	void *p = ip->pool[best].p;
+	ip->pool[best] = ip->pool[--ip->npool];
+	return p;
+}
+
+static void pool_put(Interp *ip, void *p)
+{
+	if (!p)
+		return;
+	if (ip->npool == 256) { /* bound the pool: drop the smallest block */
+		size_t s = 0;
+		for (size_t i = 1; i < ip->npool; i++)
+			if (ip->pool[i].cap < ip->pool[s].cap)
+				s = i;
+		free(ip->pool[s].p);
+		ip->pool[s] = ip->pool[--ip->npool];
+	}
+	if (ip->npool == ip->cappool) {
+		ip->cappool = ip->cappool ? 2 * ip->cappool : 32;
+		ip->pool = xreallocarray(ip->pool, ip->cappool, sizeof *ip->pool);
+	}
+	ip->pool[ip->npool].p = p;
+	ip->pool[ip->npool].cap = malloc_usable_size(p);
+	ip->npool++;
+}
+
+/* give a node-output tensor's storage back to the pool */
+static void release_tensor(Interp *ip, Tensor *t)
+{
+	if (t->owned && t->data) {
+		pool_put(ip, t->data);
+		t->owned = 0;
+		t->data = NULL;
+	}
+	tensor_free(t);
+}
+
+int op_output(RunCtx *c, size_t i, int dtype, int rank, const int64_t *dims)
+{
+	if (i >= c->nout)
+		return op_error(c->node, "output %zu requested but the node has %zu outputs", i, c->nout);
+	Tensor *t = c->out[i];
+	if (!c->interp)
+		return tensor_alloc(t, dtype, rank, dims);
+	if (t->owned && t->data)
+		release_tensor(c->interp, t);
+	Tensor s = {0};
+	if (tensor_borrow(&s, dtype, rank, dims, NULL) < 0) {
+		char lb[256];
+		return error_prefix("node '%s' (%s): output %zu", node_label(c->node, lb, sizeof lb),
+				    c->node->op_type ? c->node->op_type : "?", i);
+	}
+	char *name = t->name;
+	*t = s;
+	t->name = name;
+	t->data = pool_get(c->interp, t->nbytes);
+	memset(t->data, 0, t->nbytes ? t->nbytes : 1);
+	t->owned = 1;
+	return 0;
+}
+
+/* ---- planning ---- */
+
+static const char *vname(const Value *v)
+{
+	return v->name;
+}
+
+static int add_value(Plan *p, const char *name, int kind)
+{
+	if (p->nvals == p->capvals) {
+		p->capvals = p->capvals ? 2 * p->capvals : 64;
+		p->vals = xreallocarray(p->vals, p->capvals, sizeof *p->vals);
+	}
+	int s = (int)p->nvals++;
+	p->vals[s] = (Value){.name = name, .kind = kind, .producer = -1, .outer = -1, .init = -1};
+	map_put(&p->map, name, s);
+	return s;
+}
+
+/* slot of name in p, adding an outer value when an enclosing plan has it;
+ * -1 if no enclosing scope defines it */
+static int resolve(Plan *p, const char *name)
+{
+	int s = map_get(&p->map, name);
+	if (s >= 0 || !p->parent)
+		return s;
+	int o = resolve(p->parent, name);
+	if (o < 0)
+		return -1;
+	s = add_value(p, name, V_OUTER);
+	p->vals[s].outer = o;
+	return s;
+}
+
+static void plan_free(Plan *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nsteps; i++) {
+		free(p->steps[i].in);
+		free(p->steps[i].out);
+		free(p->steps[i].implicit);
+		free(p->steps[i].release);
+	}
+	free(p->steps);
+	if (p->consts)
+		for (size_t i = 0; i < p->nvals; i++)
+			tensor_free(&p->consts[i]);
+	free(p->consts);
+	free(p->vals);
+	free(p->map.key);
+	free(p->map.val);
+	free(p->inputs);
+	free(p->outputs);
+	free(p);
+}
+
+static const char *gname(const Onnx__GraphProto *g)
+{
+	return g->name && *g->name ? g->name : "(unnamed)";
+}
+
+static int plan_graph(Interp *ip, const Onnx__GraphProto *g, Plan *parent, Plan **out);
+
+static void push_int(int **v, size_t *n, int x)
+{
+	for (size_t i = 0; i < *n; i++)
+		if ((*v)[i] == x)
+			return;
+	*v = xreallocarray(*v, *n + 1, sizeof **v);
+	(*v)[(*n)++] = x;
+}
+
+/* resolve the node's operator; error names it as "Op-N" */
+static int find_def(Interp *ip, const Onnx__NodeProto *n, Step *st)
+{
+	char lb[256];
+	const char *dom = n->domain ? n->domain : "";
+	const char *op = n->op_type ? n->op_type : "";
+	int64_t opset = model_opset(ip->m->proto, dom);
+	if (opset <= 0)
+		return error("node '%s' (%s): the model imports no opset for domain '%s'",
+			     node_label(n, lb, sizeof lb), op, dom);
+	const OpDef *d = ops_find(dom, op, opset);
+	int dflt = !*dom || !strcmp(dom, "ai.onnx");
+	if (!d || !d->run)
+		return error("%s%s%s-%lld is not supported (node '%s')", dflt ? "" : dom,
+			     dflt ? "" : ".", op, (long long)opset, node_label(n, lb, sizeof lb));
+	st->def = d;
+	st->opset = opset;
+	return 0;
+}
+
+/* order the nodes: keep the graph's order when it is already topological */
+static int toposort(Plan *p, size_t nn, int **deps, size_t *ndeps, int *order)
+{
+	const Onnx__GraphProto *g = p->g;
+	int sorted = 1;
+	for (size_t i = 0; i < nn && sorted; i++)
+		for (size_t k = 0; k < ndeps[i]; k++)
+			if (deps[i][k] >= (int)i)
+				sorted = 0;
+	if (sorted) {
+		for (size_t i = 0; i < nn; i++)
+			order[i] = (int)i;
+		return 0;
+	}
+	/* Kahn's algorithm, preferring the graph's order */
+	int *indeg = xcalloc(nn ? nn : 1, sizeof *indeg);
+	char *done = xcalloc(nn ? nn : 1, 1);
+	for (size_t i = 0; i < nn; i++)
+		indeg[i] = (int)ndeps[i];
+	size_t k = 0;
+	int progress = 1;
+	while (k < nn && progress) {
+		progress = 0;
+		for (size_t i = 0; i < nn; i++) {
+			if (done[i] || indeg[i])
+				continue;
+			done[i] = 1;
+			order[k++] = (int)i;
+			progress = 1;
+			for (size_t j = 0; j < nn; j++)
+				for (size_t d = 0; d < ndeps[j]; d++)
+					if (deps[j][d] == (int)i)
+						indeg[j]--;
+		}
+	}
+	int r = 0;
+	if (k < nn) {
+		for (size_t i = 0; i < nn; i++)
+			if (!done[i]) {
+				char lb[256];
+				r = error("graph '%s' has a cycle through node '%s' (%s)", gname(g),
+					  node_label(g->node[i], lb, sizeof lb),
+					  g->node[i]->op_type ? g->node[i]->op_type : "?");
+				break;
+			}
+	}
+	free(indeg);
+	free(done);
+	return r;
+}
+
+static int plan_graph(Interp *ip, const Onnx__GraphProto *g, Plan *parent, Plan **out)
+{
+	char lb[256];
+	Plan *p = xcalloc(1, sizeof *p);
+	p->g = g;
+	p->parent = parent;
+	pv_push(&ip->plans, p);
+	*out = p;
+	size_t nn = g->n_node;
+	int **deps = xcalloc(nn ? nn : 1, sizeof *deps);
+	size_t *ndeps = xcalloc(nn ? nn : 1, sizeof *ndeps);
+	int *order = xcalloc(nn ? nn : 1, sizeof *order);
+	Step *steps = xcalloc(nn ? nn : 1, sizeof *steps);
+	int r = -1;
+
+	if (g->n_sparse_initializer) {
+		error("graph '%s': sparse initializers are not supported", gname(g));
+		goto out;
+	}
+	for (size_t i = 0; i < g->n_initializer; i++) {
+		const char *nm = g->initializer[i]->name ? g->initializer[i]->name : "";
+		if (map_get(&p->map, nm) >= 0) {
+			error("graph '%s': initializer '%s' is defined twice", gname(g), nm);
+			goto out;
+		}
+		int s = add_value(p, nm, V_INIT);
+		p->vals[s].init = (int)i;
+	}
+	p->inputs = xcalloc(g->n_input ? g->n_input : 1, sizeof *p->inputs);
+	for (size_t i = 0; i < g->n_input; i++) {
+		const char *nm = g->input[i]->name ? g->input[i]->name : "";
+		int s = map_get(&p->map, nm);
+		if (s >= 0 && p->vals[s].kind == V_INIT) {
+			p->vals[s].kind = V_INPUT; /* an input with a default */
+		} else if (s >= 0) {
+			error("graph '%s': input '%s' is declared twice", gname(g), nm);
+			goto out;
+		} else {
+			s = add_value(p, nm, V_INPUT);
+		}
+		p->inputs[p->ninputs++] = s;
+	}
+	for (size_t i = 0; i < nn; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		for (size_t k = 0; k < n->n_output; k++) {
+			const char *nm = n->output[k];
+			if (!nm || !*nm)
+				continue;
+			int s = map_get(&p->map, nm);
+			if (s >= 0) {
+				error("graph '%s': value '%s' is produced by node '%s' (%s) but already defined",
+				      gname(g), nm, node_label(n, lb, sizeof lb), n->op_type ? n->op_type : "?");
+				goto out;
+			}
+			s = add_value(p, nm, V_NODE);
+			p->vals[s].producer = (int)i;
+		}
+	}
+
+	for (size_t i = 0; i < nn; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		Step *st = &steps[i];
+		st->node = n;
+		if (find_def(ip, n, st) < 0)
+			goto out;
+		st->in = xcalloc(n->n_input ? n->n_input : 1, sizeof *st->in);
+		st->out = xcalloc(n->n_output ? n->n_output : 1, sizeof *st->out);
+		for (size_t k = 0; k < n->n_input; k++) {
+			const char *nm = n->input[k];
+			st->in[k] = -1;
+			if (!nm || !*nm)
+				continue;
+			int s = resolve(p, nm);
+			if (s < 0) {
+				error("node '%s' (%s): input '%s' is neither a graph input, an initializer nor an output of a node",
+				      node_label(n, lb, sizeof lb), n->op_type ? n->op_type : "?", nm);
+				goto out;
+			}
+			st->in[k] = s;
+		}
+		for (size_t k = 0; k < n->n_output; k++)
+			st->out[k] = n->output[k] && *n->output[k] ? map_get(&p->map, n->output[k]) : -1;
+		/* subgraphs: what they read from this scope is an implicit input */
+		for (size_t a = 0; a < n->n_attribute; a++) {
+			const Onnx__AttributeProto *at = n->attribute[a];
+			size_t ng = 0;
+			Onnx__GraphProto *const *gs = NULL;
+			Onnx__GraphProto *one = at->g;
+			if (at->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH && at->g) {
+				gs = &one;
+				ng = 1;
+			} else if (at->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS) {
+				gs = at->graphs;
+				ng = at->n_graphs;
+			}
+			for (size_t j = 0; j < ng; j++) {
+				Plan *sub;
+				if (plan_graph(ip, gs[j], p, &sub) < 0) {
+					error_prefix("node '%s' (%s), attribute '%s'", node_label(n, lb, sizeof lb),
+						     n->op_type ? n->op_type : "?", at->name ? at->name : "");
+					goto out;
+				}
+				for (size_t v = 0; v < sub->nvals; v++)
+					if (sub->vals[v].kind == V_OUTER)
+						push_int(&st->implicit, &st->nimplicit, sub->vals[v].outer);
+			}
+		}
+		for (size_t k = 0; k < n->n_input + st->nimplicit; k++) {
+			int s = k < n->n_input ? st->in[k] : st->implicit[k - n->n_input];
+			if (s >= 0 && p->vals[s].kind == V_NODE)
+				push_int(&deps[i], &ndeps[i], p->vals[s].producer);
+		}
+	}
+
+	p->outputs = xcalloc(g->n_output ? g->n_output : 1, sizeof *p->outputs);
+	for (size_t i = 0; i < g->n_output; i++) {
+		const char *nm = g->output[i]->name ? g->output[i]->name : "";
+		int s = resolve(p, nm);
+		if (s < 0) {
+			error("graph '%s': output '%s' is not produced by any node", gname(g), nm);
+			goto out;
+		}
+		p->vals[s].output = 1;
+		p->outputs[p->noutputs++] = s;
+	}
+
+	if (toposort(p, nn, deps, ndeps, order) < 0)
+		goto out;
+	p->steps = xcalloc(nn ? nn : 1, sizeof *p->steps);
+	for (size_t i = 0; i < nn; i++)
+		p->steps[i] = steps[order[i]];
+	memset(steps, 0, sizeof *steps * nn);
+	p->nsteps = nn;
+
+	/* lifetimes: a node output dies after its last consumer (or at once) */
+	{
+		int *last = xmalloc(sizeof *last * (p->nvals ? p->nvals : 1));
+		for (size_t s = 0; s < p->nvals; s++)
+			last[s] = -1;
+		for (size_t i = 0; i < nn; i++) {
+			Step *st = &p->steps[i];
+			for (size_t k = 0; k < st->node->n_output; k++)
+				if (st->out[k] >= 0)
+					last[st->out[k]] = (int)i;
+			for (size_t k = 0; k < st->node->n_input; k++)
+				if (st->in[k] >= 0)
+					last[st->in[k]] = (int)i;
+			for (size_t k = 0; k < st->nimplicit; k++)
+				last[st->implicit[k]] = (int)i;
+		}
+		for (size_t s = 0; s < p->nvals; s++) {
+			if (p->vals[s].kind != V_NODE || p->vals[s].output || last[s] < 0)
+				continue;
+			Step *st = &p->steps[last[s]];
+			push_int(&st->release, &st->nrelease, (int)s);
+		}
+		free(last);
+	}
+	r = 0;
+out:
+	for (size_t i = 0; i < nn; i++) {
+		free(deps[i]);
+		free(steps[i].in);
+		free(steps[i].out);
+		free(steps[i].implicit);
+		free(steps[i].release);
+	}
+	free(deps);
+	free(ndeps);
+	free(order);
+	free(steps);
+	return r;
+}
+
+/* load the initializers of every plan */
+static int load_consts(Interp *ip)
+{
+	for (size_t i = 0; i < ip->plans.n; i++) {
+		Plan *p = ip->plans.v[i];
+		p->consts = xcalloc(p->nvals ? p->nvals : 1, sizeof *p->consts);
+		for (size_t s = 0; s < p->nvals; s++) {
+			if (p->vals[s].init < 0)
+				continue;
+			const Onnx__TensorProto *tp = p->g->initializer[p->vals[s].init];
+			if (tensor_from_proto(ip->m, tp, &p->consts[s]) < 0)
+				return error_prefix("initializer '%s'", vname(&p->vals[s]));
+		}
+	}
+	return 0;
+}
+
+Interp *interp_new(Model *m, const InterpOpts *o)
+{
+	if (!m || !m->proto || !m->proto->graph) {
+		error("model has no graph");
+		return NULL;
+	}
+	Interp *ip = xcalloc(1, sizeof *ip);
+	ip->m = m;
+	if (o)
+		ip->o = *o;
+	if (ip->o.threads <= 0)
+		ip->o.threads = 1;
+	if (plan_graph(ip, m->proto->graph, NULL, &ip->main) < 0)
+		goto fail;
+	if (!ip->o.check_only && load_consts(ip) < 0)
+		goto fail;
+	Plan *p = ip->main;
+	ip->real_inputs = xcalloc(p->ninputs ? p->ninputs : 1, sizeof *ip->real_inputs);
+	for (size_t i = 0; i < p->ninputs; i++)
+		if (p->vals[p->inputs[i]].init < 0)
+			ip->real_inputs[ip->nreal++] = (int)i;
+	ip->mainf.plan = p;
+	ip->mainf.t = xcalloc(p->nvals ? p->nvals : 1, sizeof *ip->mainf.t);
+	ip->mainf.ref = xcalloc(p->nvals ? p->nvals : 1, sizeof *ip->mainf.ref);
+	return ip;
+fail:
+	interp_free(ip);
+	return NULL;
+}
+
+void interp_free(Interp *ip)
+{
+	if (!ip)
+		return;
+	if (ip->mainf.t)
+		for (size_t s = 0; s < ip->main->nvals; s++)
+			tensor_free(&ip->mainf.t[s]);
+	free(ip->mainf.t);
+	free(ip->mainf.ref);
+	for (size_t i = 0; i < ip->plans.n; i++)
+		plan_free(ip->plans.v[i]);
+	pv_free(&ip->plans);
+	for (size_t i = 0; i < ip->npool; i++)
+		free(ip->pool[i].p);
+	free(ip->pool);
+	free(ip->real_inputs);
+	free(ip);
+}
+
+int interp_check_model(Model *m)
+{
+	InterpOpts o = {.check_only = 1};
+	Interp *ip = interp_new(m, &o);
+	if (!ip)
+		return -1;
+	interp_free(ip);
+	return 0;
+}
+
+size_t interp_ninputs(const Interp *ip)
+{
+	return ip->nreal;
+}
+
+const char *interp_input_name(const Interp *ip, size_t i)
+{
+	return i < ip->nreal ? ip->main->g->input[ip->real_inputs[i]]->name : NULL;
+}
+
+void interp_input_type(const Interp *ip, size_t i, int *dtype, int *rank, int64_t *dims)
+{
+	*dtype = 0;
+	*rank = -1;
+	if (i >= ip->nreal)
+		return;
+	const Onnx__ValueInfoProto *vi = ip->main->g->input[ip->real_inputs[i]];
+	const Onnx__TypeProto *tp = vi->type;
+	if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+		return;
+	*dtype = tp->tensor_type->has_elem_type ? tp->tensor_type->elem_type : 0;
+	const Onnx__TensorShapeProto *sh = tp->tensor_type->shape;
+	if (!sh || sh->n_dim > QM_MAX_RANK)
+		return;
+	*rank = (int)sh->n_dim;
+	for (size_t k = 0; k < sh->n_dim; k++) {
+		const Onnx__TensorShapeProto__Dimension *d = sh->dim[k];
+		dims[k] = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ? d->dim_value : -1;
+	}
+}
+
+size_t interp_noutputs(const Interp *ip)
+{
+	return ip->main->noutputs;
+}
+
+const char *interp_output_name(const Interp *ip, size_t i)
+{
+	return i < ip->main->noutputs ? ip->main->g->output[i]->name : NULL;
+}
+
+void interp_set_tap(Interp *ip, void (*tap)(void *ud, const char *name, const Tensor *t), void *ud)
+{
+	ip->o.tap = tap;
+	ip->o.tap_ud = ud;
+}
+
+/* ---- running ---- */
+
+static void frame_clear(Interp *ip, Frame *f)
+{
+	for (size_t s = 0; s < f->plan->nvals; s++) {
+		if (f->plan->vals[s].kind == V_NODE)
+			release_tensor(ip, &f->t[s]);
+		f->ref[s] = NULL;
+	}
+}
+
+/* bind initializers and outer values of a fresh frame */
+static int frame_bind(Frame *f)
+{
+	Plan *p = f->plan;
+	for (size_t s = 0; s < p->nvals; s++) {
+		const Value *v = &p->vals[s];
+		if (v->kind == V_INIT)
+			f->ref[s] = &p->consts[s];
+		else if (v->kind == V_OUTER) {
+			f->ref[s] = f->parent ? f->parent->ref[v->outer] : NULL;
+			if (!f->ref[s])
+				return error("graph '%s': outer-scope value '%s' is not available",
+					     gname(p->g), v->name);
+		}
+	}
+	return 0;
+}
+
+static int run_frame(Interp *ip, Frame *f, int tap)
+{
+	Plan *p = f->plan;
+	char lb[256];
+	const Tensor *inbuf[16];
+	Tensor *outbuf[16];
+	Tensor scratchbuf[16];
+	for (size_t i = 0; i < p->nsteps; i++) {
+		Step *st = &p->steps[i];
+		const Onnx__NodeProto *n = st->node;
+		size_t nin = n->n_input, nout = n->n_output;
+		const Tensor **ins = nin <= 16 ? inbuf : xcalloc(nin, sizeof *ins);
+		Tensor **outs = nout <= 16 ? outbuf : xcalloc(nout, sizeof *outs);
+		Tensor *scratch = nout <= 16 ? scratchbuf : xcalloc(nout, sizeof *scratch);
+		int r = 0;
+		for (size_t k = 0; k < nin; k++) {
+			ins[k] = st->in[k] >= 0 ? f->ref[st->in[k]] : NULL;
+			if (st->in[k] >= 0 && !ins[k]) {
+				r = error("node '%s' (%s): input '%s' has no value", node_label(n, lb, sizeof lb),
+					  n->op_type, n->input[k]);
+				break;
+			}
+		}
+		for (size_t k = 0; k < nout; k++) {
+			memset(&scratch[k], 0, sizeof scratch[k]);
+			outs[k] = st->out[k] >= 0 ? &f->t[st->out[k]] : &scratch[k];
+		}
+		if (r == 0) {
+			RunCtx c = {
+				.node = n, .opset = st->opset, .nin = nin, .nout = nout,
+				.in = ins, .out = outs, .interp = ip, .threads = ip->o.threads,
+			};
+			Frame *saved = ip->cur;
+			ip->cur = f;
+			r = st->def->run(&c);
+			ip->cur = saved;
+			if (r < 0 && strncmp(errmsg(), "node '", 6))
+				error_prefix("node '%s' (%s)", node_label(n, lb, sizeof lb), n->op_type);
+		}
+		for (size_t k = 0; r == 0 && k < nout; k++) {
+			if (st->out[k] < 0)
+				continue;
+			Tensor *t = outs[k];
+			if (!t->data || !t->dtype)
+				r = error("node '%s' (%s): kernel produced no value for output '%s'",
+					  node_label(n, lb, sizeof lb), n->op_type, n->output[k]);
+			else
+				f->ref[st->out[k]] = t;
+		}
+		for (size_t k = 0; k < nout; k++)
+			release_tensor(ip, &scratch[k]);
+		if (ins != inbuf)
+			free(ins);
+		if (outs != outbuf)
+			free(outs);
+		if (scratch != scratchbuf)
+			free(scratch);
+		if (r < 0)
+			return -1;
+		if (tap && ip->o.tap)
+			for (size_t k = 0; k < nout; k++)
+				if (st->out[k] >= 0)
+					ip->o.tap(ip->o.tap_ud, n->output[k], f->ref[st->out[k]]);
+		for (size_t k = 0; k < st->nrelease; k++) {
+			int s = st->release[k];
+			release_tensor(ip, &f->t[s]);
+			f->ref[s] = NULL;
+		}
+	}
+	return 0;
+}
+
+/* hand the frame's outputs to the caller: move node outputs, copy others */
+static int take_outputs(Frame *f, size_t nout, Tensor *out)
+{
+	Plan *p = f->plan;
+	for (size_t i = 0; i < nout; i++)
+		memset(&out[i], 0, sizeof out[i]);
+	for (size_t i = 0; i < nout; i++) {
+		int s = p->outputs[i];
+		int later = 0;
+		for (size_t j = i + 1; j < nout; j++)
+			if (p->outputs[j] == s)
+				later = 1;
+		if (p->vals[s].kind == V_NODE && !later && f->t[s].owned) {
+			out[i] = f->t[s];
+			memset(&f->t[s], 0, sizeof f->t[s]);
+			f->ref[s] = NULL;
+		} else if (!f->ref[s] || tensor_copy(&out[i], f->ref[s]) < 0) {
+			for (size_t j = 0; j < i; j++)
+				tensor_free(&out[j]);
+			return error("graph '%s': output '%s' has no value", gname(p->g), p->vals[s].name);
+		}
+	}
+	return 0;
+}
+
+static void expected_str(const Interp *ip, size_t i, char *buf, size_t size)
+{
+	int dt, rank;
+	int64_t dims[QM_MAX_RANK];
+	interp_input_type(ip, i, &dt, &rank, dims);
+	const Onnx__ValueInfoProto *vi = ip->main->g->input[ip->real_inputs[i]];
+	size_t o = (size_t)snprintf(buf, size, "%s", dt ? dtype_name(dt) : "any type");
+	if (rank < 0 || o >= size)
+		return;
+	const Onnx__TensorShapeProto *sh = vi->type->tensor_type->shape;
+	o += (size_t)snprintf(buf + o, size - o, " [");
+	for (int k = 0; k < rank && o < size; k++) {
+		const Onnx__TensorShapeProto__Dimension *d = sh->dim[k];
+		if (dims[k] >= 0)
+			o += (size_t)snprintf(buf + o, size - o, "%s%lld", k ? "," : "", (long long)dims[k]);
+		else
+			o += (size_t)snprintf(buf + o, size - o, "%s%s", k ? "," : "",
+					      d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+					      && d->dim_param ? d->dim_param : "?");
+	}
+	if (o < size)
+		snprintf(buf + o, size - o, "]");
+}
+
+static int check_input(const Interp *ip, size_t i, const Tensor *t)
+{
+	int dt, rank;
+	int64_t dims[QM_MAX_RANK];
+	interp_input_type(ip, i, &dt, &rank, dims);
+	int bad = dt && t->dtype != dt;
+	if (rank >= 0 && t->rank != rank)
+		bad = 1;
+	for (int k = 0; !bad && rank >= 0 && k < rank; k++)
+		if (dims[k] >= 0 && t->dims[k] != dims[k])
+			bad = 1;
+	if (!t->data && t->nbytes)
+		bad = 1;
+	if (!bad)
+		return 0;
+	char e[512], g[256];
+	expected_str(ip, i, e, sizeof e);
+	return error("input '%s': expected %s, got %s %s", interp_input_name(ip, i), e,
+		     dtype_name(t->dtype), shape_str(t->rank, t->dims, g, sizeof g));
+}
+
+int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *out)
+{
+	if (ip->o.check_only)
+		return error("interpreter was created in check-only mode");
+	Plan *p = ip->main;
+	Frame *f = &ip->mainf;
+	if (nout > p->noutputs)
+		return error("%zu outputs requested, the model has %zu", nout, p->noutputs);
+	openblas_set_num_threads(ip->o.threads);
+	for (size_t s = 0; s < p->nvals; s++)
+		f->ref[s] = NULL;
+	if (frame_bind(f) < 0)
+		return -1;
+	for (size_t k = 0; k < nin; k++) {
+		size_t i;
+		if (in[k].name) {
+			for (i = 0; i < ip->nreal; i++)
+				if (!strcmp(interp_input_name(ip, i), in[k].name))
+					break;
+			if (i == ip->nreal) {
+				/* an input that has an initializer may be overridden */
+				int s = map_get(&p->map, in[k].name);
+				if (s >= 0 && p->vals[s].kind == V_INPUT) {
+					f->ref[s] = &in[k];
+					continue;
+				}
+				const char *best = NULL;
+				int bd = INT_MAX;
+				for (size_t j = 0; j < ip->nreal; j++) {
+					int d = edit_distance(in[k].name, interp_input_name(ip, j));
+					if (d < bd) {
+						bd = d;
+						best = interp_input_name(ip, j);
+					}
+				}
+				if (best && bd <= 3)
+					return error("the model has no input '%s' (did you mean '%s'?)", in[k].name, best);
+				return error("the model has no input '%s'%s%s", in[k].name,
+					     best ? "; its first input is " : "", best ? best : "");
+			}
+		} else {
+			if (k >= ip->nreal)
+				return error("%zu inputs given, the model has %zu", nin, ip->nreal);
+			i = k;
+		}
+		int s = p->inputs[ip->real_inputs[i]];
+		if (f->ref[s])
+			return error("input '%s' is given twice", interp_input_name(ip, i));
+		if (check_input(ip, i, &in[k]) < 0)
+			return -1;
+		f->ref[s] = &in[k];
+	}
+	for (size_t i = 0; i < p->ninputs; i++) {
+		int s = p->inputs[i];
+		if (f->ref[s])
+			continue;
+		if (p->vals[s].init >= 0) {
+			f->ref[s] = &p->consts[s];
+			continue;
+		}
+		char e[512];
+		size_t ri = 0;
+		while (ri < ip->nreal && p->inputs[ip->real_inputs[ri]] != s)
+			ri++;
+		expected_str(ip, ri, e, sizeof e);
+		return error("missing input '%s' (%s)", p->vals[s].name, e);
+	}
+	int r = run_frame(ip, f, 1);
+	if (r == 0)
+		r = take_outputs(f, nout, out);
+	frame_clear(ip, f);
+	return r;
+}
+
+int run_subgraph(RunCtx *c, const Onnx__GraphProto *g, size_t nin,
+		 const Tensor *const *in, size_t nout, Tensor *out)
+{
+	Interp *ip = c->interp;
+	if (!ip)
+		return op_error(c->node, "subgraph '%s' can only run inside the interpreter", gname(g));
+	Plan *p = NULL;
+	for (size_t i = 0; i < ip->plans.n && !p; i++)
+		if (((Plan *)ip->plans.v[i])->g == g)
+			p = ip->plans.v[i];
+	if (!p || !ip->cur || ip->cur->plan != p->parent)
+		return op_error(c->node, "subgraph '%s' was not planned for this node", gname(g));
+	if (nin != p->ninputs)
+		return op_error(c->node, "subgraph '%s' takes %zu inputs, %zu given", gname(g), p->ninputs, nin);
+	if (nout > p->noutputs)
+		return op_error(c->node, "subgraph '%s' has %zu outputs, %zu requested", gname(g), p->noutputs, nout);
+	Frame f = {.plan = p, .parent = ip->cur};
+	f.t = xcalloc(p->nvals ? p->nvals : 1, sizeof *f.t);
+	f.ref = xcalloc(p->nvals ? p->nvals : 1, sizeof *f.ref);
+	int r = frame_bind(&f);
+	for (size_t i = 0; r == 0 && i < nin; i++) {
+		if (!in[i])
+			r = op_error(c->node, "subgraph '%s': input %zu ('%s') is missing", gname(g), i,
+				     p->vals[p->inputs[i]].name);
+		f.ref[p->inputs[i]] = in[i];
+	}
+	if (r == 0)
+		r = run_frame(ip, &f, 0);
+	if (r == 0)
+		r = take_outputs(&f, nout, out);
+	frame_clear(ip, &f);
+	free(f.t);
+	free(f.ref);
+	return r;
+}

@@ -1,0 +1,63 @@
+/* interp.h — the interpreter: plan a model once, run it on many batches.
+ *
+ * interp_new() plans the main graph and every subgraph (If/Loop/Scan bodies)
+ * before anything runs: a topological order, the operator definition of each
+ * node (an unsupported operator is an error naming it), the last consumer of
+ * every value so its buffer returns to a pool as soon as it is dead, and the
+ * initializers, loaded once. interp_run() then runs any number of batches.
+ *
+ * Taps see every tensor a node of the main graph produces, right after it is
+ * produced and before it may be freed: calibration reads activations without
+ * the interpreter keeping them all alive.
+ *
+ * The Interp borrows the Model: keep it alive until interp_free(). An Interp
+ * runs one batch at a time (not thread-safe); kernels may use opts.threads. */
+#ifndef QM_EXEC_INTERP_H
+#define QM_EXEC_INTERP_H
+
+#include <stddef.h>
+
+#include "onnx/model.h"
+#include "onnx/tensor.h"
+#include "ops/op.h"
+
+typedef struct InterpOpts {
+	int threads;   /* threads kernels and BLAS may use; 0 means 1 */
+	/* called for every tensor produced by a main-graph node (NULL: none) */
+	void (*tap)(void *ud, const char *name, const Tensor *t);
+	void *tap_ud;
+	/* plan only: check that every operator is supported, load nothing */
+	int check_only;
+} InterpOpts;
+
+/* Plan m; NULL after error() (unsupported operator, cycle, missing value,
+ * bad initializer). o may be NULL for defaults. */
+Interp *interp_new(Model *m, const InterpOpts *o);
+void interp_free(Interp *ip);
+
+/* The model's real inputs (graph inputs that are not initializers) and its
+ * outputs, in graph order. */
+size_t interp_ninputs(const Interp *ip);
+const char *interp_input_name(const Interp *ip, size_t i);
+/* declared element type and shape of input i: dims[k] < 0 where symbolic or
+ * unknown; *rank = -1 when the rank is not declared */
+void interp_input_type(const Interp *ip, size_t i, int *dtype, int *rank, int64_t *dims);
+size_t interp_noutputs(const Interp *ip);
+const char *interp_output_name(const Interp *ip, size_t i);
+
+/* Run one batch. in[k] is matched to a model input by in[k].name, or by
+ * position k when its name is NULL; every input must be given exactly once
+ * (inputs that also have an initializer default to it). out[i] receives
+ * output i (0 <= i < nout <= interp_noutputs); the caller tensor_free()s
+ * them. The inputs are only read. */
+int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *out);
+
+/* Change the tap between runs. */
+void interp_set_tap(Interp *ip, void (*tap)(void *ud, const char *name, const Tensor *t), void *ud);
+
+/* "A-7 is not supported"-style check of every node (main graph and
+ * subgraphs) without loading initializers: 0 if all are supported, else -1
+ * with error() naming the first unsupported operator. */
+int interp_check_model(Model *m);
+
+#endif

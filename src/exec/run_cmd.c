@@ -1,0 +1,410 @@
+/* run_cmd.c — `quantmake run`: run a model on inputs, write and compare
+ * outputs, measure latency; and the conformance driver behind
+ * tests/t_run_conformance.sh.
+ *
+ *   quantmake run MODEL [-i [NAME=]FILE]... [-d TEST_DATA_SET_DIR]
+ *                 [-o OUT.npz] [--compare DIR] [--bench N] [-t THREADS]
+ *   quantmake run --check MODEL...        which models the interpreter supports
+ *   quantmake run --conformance DIR...    ONNX test directories (model.onnx +
+ *                                          test_data_set_N/), one line each */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include "commands.h"
+#include "exec/compare.h"
+#include "exec/dataio.h"
+#include "exec/interp.h"
+#include "onnx/model.h"
+#include "util.h"
+
+#define RTOL 1e-3
+#define ATOL 1e-5
+
+static void run_usage(void)
+{
+	fprintf(stderr, "usage: quantmake run MODEL [-i [NAME=]FILE]... [-d TEST_DATA_SET_DIR] [-o OUT.npz]\n"
+			"                     [--compare DIR] [--bench N] [-t THREADS] [-q]\n"
+			"       quantmake run --check MODEL...\n");
+}
+
+/* compare outputs with DIR/output_K.pb: 0 all match, 1 a mismatch (printed
+ * to stderr, or into why), -1 error */
+static int compare_dir(Interp *ip, const char *dir, const Tensor *out, size_t nout, char *why, size_t whysize)
+{
+	TensorList want;
+	if (testset_read(dir, "output", &want) < 0)
+		return -1;
+	int r = 0;
+	if (want.n == 0) {
+		r = error("%s: no output_*.pb files", dir);
+	} else if (want.n != nout) {
+		snprintf(why, whysize, "model has %zu outputs, %s holds %zu", nout, dir, want.n);
+		r = 1;
+	}
+	for (size_t i = 0; r == 0 && i < nout; i++) {
+		CompareResult cr;
+		char w[512];
+		if (out[i].dtype == DT_BFLOAT16 && want.t[i].dtype == DT_UINT16)
+			want.t[i].dtype = DT_BFLOAT16; /* see read_testset_inputs */
+		if (tensor_compare(&out[i], &want.t[i], RTOL, ATOL, &cr, w, sizeof w)) {
+			snprintf(why, whysize, "output '%s': %s", interp_output_name(ip, i), w);
+			r = 1;
+		}
+	}
+	tl_free(&want);
+	return r;
+}
+
+/* inputs of a test data set: positional over the model's inputs, or over all
+ * graph inputs (old models list initializers as inputs) */
+static int read_testset_inputs(Model *m, Interp *ip, const char *dir, TensorList *in)
+{
+	if (testset_read(dir, "input", in) < 0)
+		return -1;
+	/* ONNX's generator stored bfloat16 data as uint16 before numpy knew
+	 * the type: take it as the bfloat16 bits the model declares */
+	for (size_t i = 0; i < in->n && i < interp_ninputs(ip); i++) {
+		int dt, rank;
+		int64_t dims[QM_MAX_RANK];
+		interp_input_type(ip, i, &dt, &rank, dims);
+		if (dt == DT_BFLOAT16 && in->t[i].dtype == DT_UINT16)
+			in->t[i].dtype = DT_BFLOAT16;
+	}
+	const Onnx__GraphProto *g = m->proto->graph;
+	if (in->n != interp_ninputs(ip) && in->n <= g->n_input)
+		for (size_t i = 0; i < in->n; i++)
+			in->t[i].name = xstrdup(g->input[i]->name);
+	return 0;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int is_unsupported(const char *msg)
+{
+	return strstr(msg, "not supported") != NULL;
+}
+
+/* list DIR's test_data_set_* subdirectories, sorted */
+static void list_sets(const char *dir, PtrVec *sets)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	if (!d)
+		return;
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, "test_data_set_", 14))
+			pv_push(sets, path_join(dir, de->d_name));
+	closedir(d);
+	for (size_t i = 1; i < sets->n; i++)
+		for (size_t j = i; j > 0 && strcmp(sets->v[j - 1], sets->v[j]) > 0; j--) {
+			void *t = sets->v[j];
+			sets->v[j] = sets->v[j - 1];
+			sets->v[j - 1] = t;
+		}
+}
+
+/* one conformance test directory: prints PASS/FAIL/UNSUPPORTED and returns
+ * 0 pass, 1 fail, 2 unsupported */
+static int conform_one(const char *dir, int check_only, int threads)
+{
+	const char *name = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+	char *mp = path_join(dir, "model.onnx");
+	Model *m = NULL;
+	Interp *ip = NULL;
+	PtrVec sets = {0};
+	int r = 1;
+	char why[1024] = "";
+	const char *failset = NULL;
+	if (model_load(mp, &m) < 0) {
+		snprintf(why, sizeof why, "%s", errmsg());
+		goto out;
+	}
+	InterpOpts o = {.threads = threads, .check_only = check_only};
+	ip = interp_new(m, &o);
+	if (!ip) {
+		snprintf(why, sizeof why, "%s", errmsg());
+		r = is_unsupported(why) ? 2 : 1;
+		goto out;
+	}
+	if (check_only) {
+		r = 0;
+		goto out;
+	}
+	list_sets(dir, &sets);
+	if (sets.n == 0) {
+		snprintf(why, sizeof why, "no test_data_set directories");
+		goto out;
+	}
+	for (size_t s = 0; s < sets.n; s++) {
+		TensorList in;
+		size_t nout = interp_noutputs(ip);
+		Tensor *out = xcalloc(nout ? nout : 1, sizeof *out);
+		int e = read_testset_inputs(m, ip, sets.v[s], &in);
+		if (e == 0 && interp_run(ip, in.n, in.t, nout, out) < 0)
+			e = -1;
+		if (e == 0)
+			e = compare_dir(ip, sets.v[s], out, nout, why, sizeof why);
+		if (e < 0)
+			snprintf(why, sizeof why, "%s", errmsg());
+		if (e != 0) {
+			failset = strrchr(sets.v[s], '/') + 1;
+			r = is_unsupported(why) ? 2 : 1;
+		}
+		for (size_t i = 0; i < nout; i++)
+			tensor_free(&out[i]);
+		free(out);
+		tl_free(&in);
+		if (e != 0)
+			goto report;
+	}
+	r = 0;
+	goto report;
+out:
+	failset = NULL;
+report:
+	if (r == 0)
+		printf("PASS: %s\n", name);
+	else
+		printf("%s: %s: %s%s%s\n", r == 2 ? "UNSUPPORTED" : "FAIL", name,
+		       failset ? failset : "", failset ? ": " : "", why);
+	fflush(stdout);
+	for (size_t i = 0; i < sets.n; i++)
+		free(sets.v[i]);
+	pv_free(&sets);
+	interp_free(ip);
+	model_free(m);
+	free(mp);
+	return r;
+}
+
+static int add_input(const char *arg, TensorList *in)
+{
+	const char *eq = strchr(arg, '=');
+	const char *file = arg;
+	char *name = NULL;
+	struct stat st;
+	/* NAME=FILE, unless the whole argument is an existing file */
+	if (eq && stat(arg, &st) < 0) {
+		name = xstrndup(arg, (size_t)(eq - arg));
+		file = eq + 1;
+	}
+	TensorList l;
+	if (data_read_file(file, &l) < 0) {
+		free(name);
+		return -1;
+	}
+	if (name && l.n != 1) {
+		tl_free(&l);
+		free(name);
+		return error("-i %s: NAME=FILE needs a file with one tensor, '%s' holds %zu", arg, file, l.n);
+	}
+	for (size_t i = 0; i < l.n; i++) {
+		if (name) {
+			free(l.t[i].name);
+			l.t[i].name = name;
+		}
+		tl_push(in, &l.t[i]);
+	}
+	free(l.t);
+	return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	const char *model = NULL, *dir = NULL, *outpath = NULL, *cmpdir = NULL;
+	int bench = 0, threads = 1, check = 0, conformance = 0, quiet = 0;
+	TensorList in = {0};
+	PtrVec rest = {0};
+	int rc = 2;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		int more = i + 1 < argc;
+		if ((!strcmp(a, "-i") || !strcmp(a, "--input")) && more) {
+			if (add_input(argv[++i], &in) < 0) {
+				fprintf(stderr, "%s: %s\n", argv0, errmsg());
+				goto out;
+			}
+		} else if (!strcmp(a, "-d") && more) {
+			dir = argv[++i];
+		} else if (!strcmp(a, "-o") && more) {
+			outpath = argv[++i];
+		} else if (!strcmp(a, "--compare") && more) {
+			cmpdir = argv[++i];
+		} else if (!strcmp(a, "--bench") && more) {
+			bench = atoi(argv[++i]);
+			if (bench <= 0) {
+				fprintf(stderr, "%s: --bench needs a positive count\n", argv0);
+				goto out;
+			}
+		} else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && more) {
+			threads = atoi(argv[++i]);
+			if (threads <= 0) {
+				fprintf(stderr, "%s: --threads needs a positive count\n", argv0);
+				goto out;
+			}
+		} else if (!strcmp(a, "-q")) {
+			quiet = 1;
+		} else if (!strcmp(a, "--check")) {
+			check = 1;
+		} else if (!strcmp(a, "--conformance")) {
+			conformance = 1;
+		} else if (a[0] == '-' && a[1]) {
+			fprintf(stderr, "%s: run: unknown option '%s'\n", argv0, a);
+			run_usage();
+			goto out;
+		} else {
+			pv_push(&rest, (void *)a);
+		}
+	}
+	if (conformance) {
+		int nfail = 0;
+		for (size_t i = 0; i < rest.n; i++)
+			nfail += conform_one(rest.v[i], check, threads) == 1;
+		rc = nfail ? 1 : 0;
+		goto out;
+	}
+	if (check) {
+		rc = 0;
+		for (size_t i = 0; i < rest.n; i++) {
+			Model *m;
+			if (model_load(rest.v[i], &m) < 0) {
+				fprintf(stderr, "%s: %s\n", argv0, errmsg());
+				rc = 2;
+				continue;
+			}
+			if (interp_check_model(m) < 0) {
+				printf("%s: %s\n", (char *)rest.v[i], errmsg());
+				if (rc == 0)
+					rc = 1;
+			} else {
+				printf("%s: supported\n", (char *)rest.v[i]);
+			}
+			model_free(m);
+		}
+		if (rest.n == 0)
+			run_usage(), rc = 2;
+		goto out;
+	}
+	if (rest.n != 1) {
+		run_usage();
+		goto out;
+	}
+	model = rest.v[0];
+
+	Model *m;
+	if (model_load(model, &m) < 0) {
+		fprintf(stderr, "%s: %s\n", argv0, errmsg());
+		goto out;
+	}
+	InterpOpts o = {.threads = threads};
+	Interp *ip = interp_new(m, &o);
+	Tensor *out = NULL;
+	size_t nout = 0;
+	if (!ip) {
+		fprintf(stderr, "%s: %s: %s\n", argv0, model, errmsg());
+		rc = 1;
+		goto done;
+	}
+	if (dir) {
+		TensorList d;
+		if (read_testset_inputs(m, ip, dir, &d) < 0) {
+			fprintf(stderr, "%s: %s\n", argv0, errmsg());
+			goto done;
+		}
+		for (size_t i = 0; i < d.n; i++)
+			tl_push(&in, &d.t[i]);
+		free(d.t);
+	}
+	nout = interp_noutputs(ip);
+	out = xcalloc(nout ? nout : 1, sizeof *out);
+	if (interp_run(ip, in.n, in.t, nout, out) < 0) {
+		fprintf(stderr, "%s: %s: %s\n", argv0, model, errmsg());
+		rc = in.n == 0 || strstr(errmsg(), "input '") ? 2 : 1;
+		goto done;
+	}
+	rc = 0;
+	if (!quiet)
+		for (size_t i = 0; i < nout; i++) {
+			char sb[256];
+			printf("%s: %s %s\n", interp_output_name(ip, i), dtype_name(out[i].dtype),
+			       shape_str(out[i].rank, out[i].dims, sb, sizeof sb));
+		}
+	if (outpath) {
+		for (size_t i = 0; i < nout; i++) {
+			free(out[i].name);
+			out[i].name = xstrdup(interp_output_name(ip, i));
+		}
+		size_t ol = strlen(outpath);
+		int e;
+		if (ol > 4 && !strcmp(outpath + ol - 4, ".npy")) {
+			e = nout == 1 ? npy_write(outpath, &out[0])
+				      : error("%s: the model has %zu outputs; write them to an .npz", outpath, nout);
+		} else {
+			e = npz_write(outpath, out, nout);
+		}
+		if (e < 0) {
+			fprintf(stderr, "%s: %s\n", argv0, errmsg());
+			rc = 1;
+			goto done;
+		}
+	}
+	if (cmpdir) {
+		char why[1024];
+		int e = compare_dir(ip, cmpdir, out, nout, why, sizeof why);
+		if (e < 0) {
+			fprintf(stderr, "%s: %s\n", argv0, errmsg());
+			rc = 2;
+			goto done;
+		}
+		if (e) {
+			fprintf(stderr, "%s: mismatch: %s\n", argv0, why);
+			rc = 1;
+			goto done;
+		}
+		if (!quiet)
+			printf("outputs match %s\n", cmpdir);
+	}
+	if (bench) {
+		double *lat = xmalloc(sizeof *lat * (size_t)bench), sum = 0;
+		Tensor *tmp = xcalloc(nout ? nout : 1, sizeof *tmp);
+		for (int b = 0; b < bench && rc == 0; b++) {
+			double t0 = now_sec();
+			if (interp_run(ip, in.n, in.t, nout, tmp) < 0) {
+				fprintf(stderr, "%s: %s\n", argv0, errmsg());
+				rc = 1;
+			}
+			lat[b] = now_sec() - t0;
+			sum += lat[b];
+			for (size_t i = 0; i < nout; i++)
+				tensor_free(&tmp[i]);
+		}
+		if (rc == 0) {
+			qsort(lat, (size_t)bench, sizeof *lat, cmp_dbl);
+			double mean = sum / bench;
+			printf("latency: mean %.3f ms, p50 %.3f ms, p90 %.3f ms over %d runs (%d threads); %.1f runs/s\n",
+			       mean * 1e3, lat[(bench - 1) / 2] * 1e3, lat[(int)ceil(0.9 * bench) - 1] * 1e3,
+			       bench, threads, 1.0 / mean);
+		}
+		free(tmp);
+		free(lat);
+	}
+done:
+	if (out)
+		for (size_t i = 0; i < nout; i++)
+			tensor_free(&out[i]);
+	free(out);
+	interp_free(ip);
+	model_free(m);
+out:
+	tl_free(&in);
+	pv_free(&rest);
+	return rc;
+}

@@ -1,0 +1,134 @@
+/* hash.c — XXH3-128 through libxxhash (see hash.h). */
+#include "hash.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "util.h"
+
+struct HashState {
+	XXH3_state_t *st;
+};
+
+HashState *hash_new(void)
+{
+	HashState *s = xmalloc(sizeof *s);
+	s->st = XXH3_createState();
+	if (!s->st)
+		fatalx(1, "out of memory (XXH3 state)");
+	XXH3_128bits_reset(s->st);
+	return s;
+}
+
+void hash_update(HashState *s, const void *p, size_t n)
+{
+	XXH3_128bits_update(s->st, p, n);
+}
+
+void hash_str(HashState *s, const char *str)
+{
+	XXH3_128bits_update(s->st, str, strlen(str) + 1);
+}
+
+static Hash canon(XXH128_hash_t h)
+{
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, h);
+	Hash out;
+	memcpy(out.b, c.digest, 16);
+	return out;
+}
+
+Hash hash_final(HashState *s)
+{
+	Hash h = canon(XXH3_128bits_digest(s->st));
+	XXH3_freeState(s->st);
+	free(s);
+	return h;
+}
+
+Hash hash_buf(const void *p, size_t n)
+{
+	return canon(XXH3_128bits(p, n));
+}
+
+int hash_fd(int fd, const char *path, Hash *out)
+{
+	enum { BUFSZ = 1 << 20 };
+	char *buf = aligned_alloc(4096, BUFSZ);
+	if (!buf)
+		fatalx(1, "out of memory");
+	XXH3_state_t *st = XXH3_createState();
+	if (!st)
+		fatalx(1, "out of memory (XXH3 state)");
+	XXH3_128bits_reset(st);
+	int r = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf, BUFSZ);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = error("cannot read '%s':", path);
+			break;
+		}
+		if (n == 0)
+			break;
+		XXH3_128bits_update(st, buf, (size_t)n);
+	}
+	if (r == 0)
+		*out = canon(XXH3_128bits_digest(st));
+	XXH3_freeState(st);
+	free(buf);
+	return r;
+}
+
+int hash_file(const char *path, Hash *out)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error("cannot open '%s':", path);
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	int r = hash_fd(fd, path, out);
+	close(fd);
+	return r;
+}
+
+char *hash_hex(Hash h, char buf[HASH_HEX_LEN])
+{
+	static const char hex[] = "0123456789abcdef";
+	for (int i = 0; i < 16; i++) {
+		buf[2 * i] = hex[h.b[i] >> 4];
+		buf[2 * i + 1] = hex[h.b[i] & 15];
+	}
+	buf[32] = 0;
+	return buf;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+int hash_parse(const char *hex, Hash *out)
+{
+	for (int i = 0; i < 16; i++) {
+		int hi = hexval(hex[2 * i]), lo = hi < 0 ? -1 : hexval(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		out->b[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+int hash_eq(Hash a, Hash b)
+{
+	return !memcmp(a.b, b.b, 16);
+}

@@ -1,0 +1,974 @@
+/* infer.c — the type and shape inference pass (see infer.h and op.h).
+ *
+ * One InferState per infer_model() call. Each graph gets a Scope (name ->
+ * ValueType) whose parent is the scope of the graph holding the node that
+ * owns it, so outer names stay visible in If/Loop/Scan bodies. Results are
+ * kept per graph in a GraphMemo (the last visit wins: an operator may infer
+ * a body more than once) and written into the model only when the whole
+ * pass succeeded. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/infer.h"
+#include "onnx/node.h"
+#include "util.h"
+
+/* ---- string-keyed hash map (keys borrowed) ---- */
+
+typedef struct StrMap {
+	const char **key;
+	void **val;
+	size_t cap, n;
+} StrMap;
+
+static uint64_t hashstr(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static void sm_init(StrMap *m, size_t hint)
+{
+	m->cap = 16;
+	while (m->cap < 2 * hint + 2)
+		m->cap *= 2;
+	m->key = xcalloc(m->cap, sizeof *m->key);
+	m->val = xcalloc(m->cap, sizeof *m->val);
+	m->n = 0;
+}
+
+static size_t sm_index(const StrMap *m, const char *k)
+{
+	size_t i = (size_t)hashstr(k) & (m->cap - 1);
+	while (m->key[i] && strcmp(m->key[i], k))
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+static void *sm_get(const StrMap *m, const char *k)
+{
+	if (!m->cap)
+		return NULL;
+	size_t i = sm_index(m, k);
+	return m->key[i] ? m->val[i] : NULL;
+}
+
+/* insert or replace; returns the previous value (or NULL) */
+static void *sm_put(StrMap *m, const char *k, void *v)
+{
+	if (2 * (m->n + 1) > m->cap) {
+		StrMap o = *m;
+		sm_init(m, o.cap);
+		for (size_t i = 0; i < o.cap; i++)
+			if (o.key[i]) {
+				size_t j = sm_index(m, o.key[i]);
+				m->key[j] = o.key[i];
+				m->val[j] = o.val[i];
+				m->n++;
+			}
+		free(o.key);
+		free(o.val);
+	}
+	size_t i = sm_index(m, k);
+	void *old = m->key[i] ? m->val[i] : NULL;
+	if (!m->key[i])
+		m->n++;
+	m->key[i] = k;
+	m->val[i] = v;
+	return old;
+}
+
+/* free the map; values are ValueType * owned by the map when own is set */
+static void sm_free(StrMap *m, int own)
+{
+	if (own)
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->key[i] && m->val[i]) {
+				vt_clear(m->val[i]);
+				free(m->val[i]);
+			}
+	free(m->key);
+	free(m->val);
+	memset(m, 0, sizeof *m);
+}
+
+/* ---- state ---- */
+
+typedef struct Scope {
+	struct Scope *parent;
+	StrMap names;           /* name -> ValueType * (owned) */
+} Scope;
+
+typedef struct GraphMemo {
+	const Onnx__GraphProto *g;
+	size_t n;               /* node outputs with a name, in node order */
+	const char **name;
+	const Onnx__NodeProto **node;
+	ValueType *vt;
+	ValueType *out;         /* g->n_output final output types */
+} GraphMemo;
+
+struct InferState {
+	Model *m;
+	const Onnx__ModelProto *mp;
+	InferOpts o;
+	InferReport *r;
+	SymTab *syms;
+	Scope *scope;           /* innermost scope being inferred */
+	PtrVec memos;           /* GraphMemo * */
+	int depth;
+};
+
+static ValueType *vt_new(void)
+{
+	ValueType *v = xcalloc(1, sizeof *v);
+	v->rank = -1;
+	return v;
+}
+
+static const ValueType *scope_lookup(const Scope *sc, const char *name)
+{
+	for (; sc; sc = sc->parent) {
+		const ValueType *v = sm_get(&sc->names, name);
+		if (v)
+			return v;
+	}
+	return NULL;
+}
+
+Dim infer_fresh_dim(InferCtx *c)
+{
+	Dim d = {-1, NULL};
+	if (c && c->st)
+		d.sym = sym_fresh(c->st->syms);
+	return d;
+}
+
+/* give every unknown dim of t a fresh symbol */
+static void name_unknowns(InferState *st, ValueType *t)
+{
+	if (!t)
+		return;
+	if (t->kind == VT_TENSOR || t->kind == VT_SPARSE) {
+		for (int i = 0; i < t->rank; i++)
+			if (t->dims[i].v < 0 && !t->dims[i].sym)
+				t->dims[i].sym = sym_fresh(st->syms);
+	} else
+		name_unknowns(st, t->inner);
+}
+
+static GraphMemo *memo_get(InferState *st, const Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < st->memos.n; i++) {
+		GraphMemo *gm = st->memos.v[i];
+		if (gm->g == g)
+			return gm;
+	}
+	GraphMemo *gm = xcalloc(1, sizeof *gm);
+	gm->g = g;
+	pv_push(&st->memos, gm);
+	return gm;
+}
+
+static void memo_clear(GraphMemo *gm)
+{
+	for (size_t i = 0; i < gm->n; i++)
+		vt_clear(&gm->vt[i]);
+	if (gm->out)
+		for (size_t i = 0; i < gm->g->n_output; i++)
+			vt_clear(&gm->out[i]);
+	free(gm->name);
+	free(gm->node);
+	free(gm->vt);
+	free(gm->out);
+	gm->name = NULL;
+	gm->node = NULL;
+	gm->vt = NULL;
+	gm->out = NULL;
+	gm->n = 0;
+}
+
+static const char *graph_name(const Onnx__GraphProto *g)
+{
+	return g->name && *g->name ? g->name : "(unnamed)";
+}
+
+static void report_missing(InferState *st, const char *dom, const Onnx__NodeProto *n,
+			   int64_t opset, int has_def)
+{
+	InferReport *r = st->r;
+	for (size_t i = 0; i < r->nmissing; i++) {
+		InferMissing *x = &r->missing[i];
+		if (!strcmp(x->domain, dom) && !strcmp(x->op, n->op_type) && x->opset == opset) {
+			x->count++;
+			return;
+		}
+	}
+	char lb[256];
+	r->missing = xreallocarray(r->missing, r->nmissing + 1, sizeof *r->missing);
+	InferMissing *x = &r->missing[r->nmissing++];
+	x->domain = xstrdup(dom);
+	x->op = xstrdup(n->op_type);
+	x->opset = opset;
+	x->node = xstrdup(node_label(n, lb, sizeof lb));
+	x->count = 1;
+	x->has_def = has_def;
+}
+
+/* ---- constant propagation ---- */
+
+static int nondeterministic(const char *op)
+{
+	static const char *const ops[] = {"Bernoulli", "Multinomial", "RandomNormal",
+					  "RandomNormalLike", "RandomUniform", "RandomUniformLike"};
+	for (size_t i = 0; i < ARRAY_LEN(ops); i++)
+		if (!strcmp(op, ops[i]))
+			return 1;
+	return 0;
+}
+
+static int has_graph_attr(const Onnx__NodeProto *n)
+{
+	for (size_t i = 0; i < n->n_attribute; i++)
+		if (n->attribute[i]->n_graphs || n->attribute[i]->g)
+			return 1;
+	return 0;
+}
+
+/* Run def's kernel when every input of n has a known value and the sizes are
+ * small; attach the results to out[]. A kernel that fails only costs the
+ * value (counted in the report); a result contradicting the inferred type is
+ * an error, since one of the two is wrong. */
+static int const_fold(InferState *st, const OpDef *def, const Onnx__NodeProto *n, int64_t opset,
+		      const ValueType *const *in, ValueType *out)
+{
+	size_t nin = n->n_input, nout = n->n_output;
+	int64_t limit = st->o.const_limit;
+	int need = 0, rc = 0;
+	if (limit < 0 || !def->run || !nout)
+		return 0;
+	for (size_t i = 0; i < nout; i++)
+		if (n->output[i] && *n->output[i] && !out[i].value &&
+		    (out[i].kind == VT_TENSOR || out[i].kind == VT_UNKNOWN))
+			need = 1;
+	if (!need || nondeterministic(n->op_type) || has_graph_attr(n))
+		return 0;
+	int64_t total = 0;
+	for (size_t i = 0; i < nin; i++) {
+		if (!in[i])
+			continue;
+		if (in[i]->kind != VT_TENSOR || !in[i]->value)
+			return 0;
+		total += in[i]->value->numel;
+	}
+	if (total > limit)
+		return 0;
+	for (size_t i = 0; i < n->n_attribute; i++) {
+		const Onnx__AttributeProto *a = n->attribute[i];
+		if (a->t && tensor_proto_numel(a->t) > limit)
+			return 0;
+		if (a->sparse_tensor || a->n_ints > (size_t)limit || a->n_floats > (size_t)limit)
+			return 0;
+	}
+	const Tensor **tin = xcalloc(nin ? nin : 1, sizeof *tin);
+	Tensor *tout = xcalloc(nout, sizeof *tout);
+	Tensor **toutp = xcalloc(nout, sizeof *toutp);
+	for (size_t i = 0; i < nin; i++)
+		tin[i] = in[i] ? in[i]->value : NULL;
+	for (size_t i = 0; i < nout; i++)
+		toutp[i] = &tout[i];
+	RunCtx c = {.node = n, .opset = opset, .nin = nin, .nout = nout, .in = tin,
+		     .out = toutp, .interp = NULL, .threads = 1};
+	if (def->run(&c) < 0) {
+		st->r->nconstfail++;
+		goto done;
+	}
+	for (size_t i = 0; i < nout; i++) {
+		Tensor *t = &tout[i];
+		if (!n->output[i] || !*n->output[i] || !t->dtype || t->numel > limit || out[i].value)
+			continue;
+		if (t->dtype == DT_STRING)
+			continue;
+		ValueType k = {0}, merged = {0};
+		vt_set_tensor(&k, t->dtype, t->rank);
+		for (int d = 0; d < t->rank; d++)
+			k.dims[d].v = t->dims[d];
+		merged.rank = -1;
+		if (vt_merge(&k, &out[i], &merged) < 0) {
+			char lb[256];
+			rc = error_prefix("node '%s' (%s): output '%s': constant propagation: kernel "
+					  "and inference disagree", node_label(n, lb, sizeof lb),
+					  n->op_type, n->output[i]);
+			vt_clear(&merged);
+			goto done;
+		}
+		/* the kernel's result is concrete: keep it, with declared symbols gone */
+		merged.kind = VT_TENSOR;
+		merged.elem = t->dtype;
+		merged.rank = t->rank;
+		for (int d = 0; d < t->rank; d++)
+			merged.dims[d] = (Dim){t->dims[d], NULL};
+		merged.value = xcalloc(1, sizeof *merged.value);
+		if (t->owned) {
+			*merged.value = *t;
+			memset(t, 0, sizeof *t);
+		} else if (tensor_copy(merged.value, t) < 0) {
+			vt_clear(&merged);
+			rc = -1;
+			goto done;
+		}
+		vt_clear(&out[i]);
+		out[i] = merged;
+		st->r->nconst++;
+	}
+done:
+	for (size_t i = 0; i < nout; i++)
+		tensor_free(&tout[i]);
+	free(tin);
+	free(tout);
+	free(toutp);
+	return rc;
+}
+
+/* ---- nodes ---- */
+
+static int check_output(const Onnx__NodeProto *n, size_t i, const ValueType *t)
+{
+	if (t->kind < VT_UNKNOWN || t->kind > VT_MAP || t->elem < 0 || t->elem >= DT_MAX ||
+	    t->rank < -1 || t->rank > QM_MAX_RANK)
+		return op_error(n, "inference produced an invalid type for output %zu "
+				   "(kind %d, element type %d, rank %d)", i, t->kind, t->elem, t->rank);
+	if ((t->kind == VT_SEQUENCE || t->kind == VT_OPTIONAL) && t->inner)
+		return check_output(n, i, t->inner);
+	return 0;
+}
+
+static int infer_node(InferState *st, const Onnx__NodeProto *n, const StrMap *decl)
+{
+	char lb[256];
+	size_t nin = n->n_input, nout = n->n_output;
+	const ValueType **in = xcalloc(nin ? nin : 1, sizeof *in);
+	ValueType *outv = xcalloc(nout ? nout : 1, sizeof *outv);
+	ValueType **outp = xcalloc(nout ? nout : 1, sizeof *outp);
+	int rc = -1;
+	for (size_t i = 0; i < nout; i++) {
+		outv[i].rank = -1;
+		outp[i] = &outv[i];
+	}
+	if (!n->op_type || !*n->op_type) {
+		op_error(n, "node has no op_type");
+		goto out;
+	}
+	for (size_t i = 0; i < nin; i++) {
+		const char *nm = node_input(n, i);
+		if (!nm)
+			continue;
+		if (!(in[i] = scope_lookup(st->scope, nm))) {
+			op_error(n, "input '%s' refers to no tensor", nm);
+			goto out;
+		}
+	}
+	const char *dom = n->domain ? n->domain : "";
+	if (!strcmp(dom, "ai.onnx"))
+		dom = "";
+	int64_t opset = model_opset(st->mp, dom);
+	if (opset <= 0) {
+		op_error(n, "domain '%s' is not imported by the model (no opset_import entry)",
+			 *dom ? dom : "ai.onnx");
+		goto out;
+	}
+	const OpDef *def = ops_find(dom, n->op_type, opset);
+	if (def && def->infer) {
+		InferCtx c = {.node = n, .opset = opset, .nin = nin, .nout = nout,
+			      .in = in, .out = outp, .st = st};
+		if (def->infer(&c) < 0)
+			goto out;
+		for (size_t i = 0; i < nout; i++)
+			if (check_output(n, i, &outv[i]) < 0)
+				goto out;
+	} else {
+		report_missing(st, dom, n, opset, def != NULL);
+	}
+	if (def && const_fold(st, def, n, opset, in, outv) < 0)
+		goto out;
+	for (size_t i = 0; i < nout; i++) {
+		const char *nm = n->output[i];
+		if (!nm || !*nm)
+			continue;
+		if (sm_get(&st->scope->names, nm)) {
+			op_error(n, "output '%s' is already defined in this graph "
+				    "(by another node, an input or an initializer)", nm);
+			goto out;
+		}
+		ValueType *v = vt_new();
+		if (vt_merge(sm_get(decl, nm), &outv[i], v) < 0) {
+			vt_clear(v);
+			free(v);
+			error_prefix("node '%s' (%s): tensor '%s'", node_label(n, lb, sizeof lb),
+				     n->op_type, nm);
+			goto out;
+		}
+		name_unknowns(st, v);
+		sm_put(&st->scope->names, nm, v);
+	}
+	rc = 0;
+out:
+	for (size_t i = 0; i < nout; i++)
+		vt_clear(&outv[i]);
+	free(in);
+	free(outv);
+	free(outp);
+	return rc;
+}
+
+/* ---- topological order ---- */
+
+/* every name a node of g or of its nested graphs reads */
+static void graph_reads(const Onnx__GraphProto *g, PtrVec *names)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		for (size_t j = 0; j < n->n_input; j++)
+			if (n->input[j] && *n->input[j])
+				pv_push(names, n->input[j]);
+		for (size_t j = 0; j < n->n_attribute; j++) {
+			const Onnx__AttributeProto *a = n->attribute[j];
+			if (a->g)
+				graph_reads(a->g, names);
+			for (size_t k = 0; k < a->n_graphs; k++)
+				graph_reads(a->graphs[k], names);
+		}
+	}
+}
+
+/* names node n depends on: its inputs and what its subgraphs read */
+static void node_reads(const Onnx__NodeProto *n, PtrVec *names)
+{
+	names->n = 0;
+	for (size_t j = 0; j < n->n_input; j++)
+		if (n->input[j] && *n->input[j])
+			pv_push(names, n->input[j]);
+	for (size_t j = 0; j < n->n_attribute; j++) {
+		const Onnx__AttributeProto *a = n->attribute[j];
+		if (a->g)
+			graph_reads(a->g, names);
+		for (size_t k = 0; k < a->n_graphs; k++)
+			graph_reads(a->graphs[k], names);
+	}
+}
+
+/* Kahn's algorithm over g's nodes; *order gets n_node indices. */
+static int topo_order(const Onnx__GraphProto *g, size_t **order)
+{
+	size_t nn = g->n_node, nedge = 0;
+	StrMap prod = {0};
+	PtrVec names = {0};
+	size_t *indeg = xcalloc(nn + 1, sizeof *indeg);
+	size_t *start = xcalloc(nn + 2, sizeof *start);
+	size_t *edge = NULL, *fill = NULL;
+	size_t *ord = xcalloc(nn + 1, sizeof *ord);
+	char lb[256], lb2[256];
+	int rc = -1;
+	sm_init(&prod, nn);
+	for (size_t i = 0; i < nn; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		for (size_t j = 0; j < n->n_output; j++) {
+			const char *o = n->output[j];
+			if (!o || !*o)
+				continue;
+			void *prev = sm_put(&prod, o, (void *)(uintptr_t)(i + 1));
+			if (prev) {
+				size_t p = (uintptr_t)prev - 1;
+				error("graph '%s': tensor '%s' is produced by two nodes, '%s' (%s) and '%s' (%s)",
+				      graph_name(g), o, node_label(g->node[p], lb, sizeof lb),
+				      g->node[p]->op_type, node_label(n, lb2, sizeof lb2), n->op_type);
+				goto out;
+			}
+		}
+	}
+	/* count edges producer -> consumer, then fill them (CSR) */
+	for (size_t i = 0; i < nn; i++) {
+		node_reads(g->node[i], &names);
+		for (size_t k = 0; k < names.n; k++)
+			if (sm_get(&prod, names.v[k])) {
+				size_t p = (uintptr_t)sm_get(&prod, names.v[k]) - 1;
+				start[p + 1]++;
+				indeg[i]++;
+				nedge++;
+			}
+	}
+	for (size_t i = 0; i < nn; i++)
+		start[i + 1] += start[i];
+	edge = xcalloc(nedge + 1, sizeof *edge);
+	fill = xcalloc(nn + 1, sizeof *fill);
+	for (size_t i = 0; i < nn; i++) {
+		node_reads(g->node[i], &names);
+		for (size_t k = 0; k < names.n; k++)
+			if (sm_get(&prod, names.v[k])) {
+				size_t p = (uintptr_t)sm_get(&prod, names.v[k]) - 1;
+				edge[start[p] + fill[p]++] = i;
+			}
+	}
+	size_t head = 0, tail = 0;
+	for (size_t i = 0; i < nn; i++)
+		if (!indeg[i])
+			ord[tail++] = i;
+	while (head < tail) {
+		size_t p = ord[head++];
+		for (size_t e = start[p]; e < start[p + 1]; e++)
+			if (--indeg[edge[e]] == 0)
+				ord[tail++] = edge[e];
+	}
+	if (tail < nn) {
+		/* walk back through unfinished producers until a node repeats */
+		size_t cur = 0;
+		while (!indeg[cur])
+			cur++;
+		const char *via = "";
+		for (size_t step = 0; step <= nn; step++) {
+			node_reads(g->node[cur], &names);
+			for (size_t k = 0; k < names.n; k++) {
+				void *pv = sm_get(&prod, names.v[k]);
+				if (pv && indeg[(uintptr_t)pv - 1]) {
+					cur = (uintptr_t)pv - 1;
+					via = names.v[k];
+					break;
+				}
+			}
+		}
+		error("graph '%s' is not a DAG: node '%s' (%s) is on a cycle through tensor '%s'",
+		      graph_name(g), node_label(g->node[cur], lb, sizeof lb), g->node[cur]->op_type, via);
+		goto out;
+	}
+	*order = ord;
+	ord = NULL;
+	rc = 0;
+out:
+	sm_free(&prod, 0);
+	pv_free(&names);
+	free(indeg);
+	free(start);
+	free(edge);
+	free(fill);
+	free(ord);
+	return rc;
+}
+
+/* ---- graphs ---- */
+
+/* a tensor type from an initializer, with its value when small */
+static int init_type(InferState *st, const Onnx__TensorProto *p, ValueType *t, int with_value)
+{
+	int dt = p->has_data_type ? p->data_type : 0;
+	if (dt <= 0 || dt >= DT_MAX)
+		return error("initializer '%s': unknown element type %d", p->name ? p->name : "", dt);
+	if (p->n_dims > QM_MAX_RANK)
+		return error("initializer '%s': rank %zu exceeds the supported maximum %d",
+			     p->name ? p->name : "", p->n_dims, QM_MAX_RANK);
+	vt_clear(t);
+	vt_set_tensor(t, dt, (int)p->n_dims);
+	for (size_t i = 0; i < p->n_dims; i++) {
+		if (p->dims[i] < 0)
+			return error("initializer '%s': dimension %zu is negative", p->name ? p->name : "", i);
+		t->dims[i].v = p->dims[i];
+	}
+	int64_t n = tensor_proto_numel(p);
+	if (with_value && st->o.const_limit >= 0 && n >= 0 && n <= st->o.const_limit &&
+	    dt != DT_STRING) {
+		Tensor *v = xcalloc(1, sizeof *v);
+		if (tensor_from_proto(st->m, p, v) < 0) {
+			free(v);
+			return error_prefix("initializer '%s'", p->name ? p->name : "");
+		}
+		t->value = v;
+	}
+	return 0;
+}
+
+static int add_inputs(InferState *st, const Onnx__GraphProto *g, size_t nin,
+		      const ValueType *const *in, int is_main)
+{
+	Scope *sc = st->scope;
+	for (size_t i = 0; i < g->n_input; i++) {
+		const Onnx__ValueInfoProto *vi = g->input[i];
+		if (!vi->name || !*vi->name)
+			return error("graph '%s': input %zu has no name", graph_name(g), i);
+		if (sm_get(&sc->names, vi->name))
+			return error("graph '%s': input '%s' is declared twice", graph_name(g), vi->name);
+		ValueType d = {0}, *v = vt_new();
+		d.rank = -1;
+		char what[512];
+		snprintf(what, sizeof what, "graph '%s': input '%s'", graph_name(g), vi->name);
+		int r = vt_from_proto(st->syms, vi->type, &d, what);
+		if (r == 0 && !is_main && i < nin && in[i]) {
+			r = vt_merge(&d, in[i], v);
+			if (r < 0)
+				error_prefix("%s", what);
+		} else if (r == 0)
+			r = vt_copy(v, &d);
+		vt_clear(&d);
+		if (r < 0) {
+			vt_clear(v);
+			free(v);
+			return -1;
+		}
+		name_unknowns(st, v);
+		sm_put(&sc->names, vi->name, v);
+	}
+	int consts = st->mp->ir_version < 4; /* old IR: initializers are inputs and constant */
+	for (size_t i = 0; i < g->n_initializer; i++) {
+		const Onnx__TensorProto *p = g->initializer[i];
+		if (!p->name || !*p->name)
+			return error("graph '%s': initializer %zu has no name", graph_name(g), i);
+		ValueType *v = sm_get(&sc->names, p->name), t = {0};
+		int is_input = v != NULL;
+		t.rank = -1;
+		if (init_type(st, p, &t, !is_input || consts) < 0) {
+			vt_clear(&t);
+			return -1;
+		}
+		if (is_input) {
+			/* an input with a default value: the input's type rules */
+			ValueType merged = {0};
+			merged.rank = -1;
+			if (vt_merge(v, &t, &merged) < 0) {
+				vt_clear(&t);
+				vt_clear(&merged);
+				return error_prefix("graph '%s': initializer '%s' and its input declaration",
+						    graph_name(g), p->name);
+			}
+			if (!consts) {
+				/* overridable at run time: keep the declared shape, no value */
+				vt_clear(&merged);
+				vt_copy(&merged, v);
+				if (!merged.elem)
+					merged.elem = t.elem;
+				if (merged.kind == VT_UNKNOWN)
+					vt_copy(&merged, &t);
+			}
+			vt_clear(v);
+			*v = merged;
+			vt_clear(&t);
+			continue;
+		}
+		v = vt_new();
+		*v = t;
+		sm_put(&sc->names, p->name, v);
+	}
+	for (size_t i = 0; i < g->n_sparse_initializer; i++) {
+		const Onnx__SparseTensorProto *sp = g->sparse_initializer[i];
+		const Onnx__TensorProto *vals = sp->values;
+		if (!vals || !vals->name || !*vals->name)
+			return error("graph '%s': sparse initializer %zu has no values name", graph_name(g), i);
+		if (sp->n_dims > QM_MAX_RANK)
+			return error("graph '%s': sparse initializer '%s': rank %zu exceeds %d",
+				     graph_name(g), vals->name, sp->n_dims, QM_MAX_RANK);
+		if (sm_get(&sc->names, vals->name))
+			continue;
+		ValueType *v = vt_new();
+		vt_set_tensor(v, vals->has_data_type ? vals->data_type : 0, (int)sp->n_dims);
+		for (size_t d = 0; d < sp->n_dims; d++)
+			v->dims[d].v = sp->dims[d];
+		sm_put(&sc->names, vals->name, v);
+	}
+	return 0;
+}
+
+/* declared types of g's value_info and outputs, name -> ValueType * */
+static int read_declared(InferState *st, const Onnx__GraphProto *g, StrMap *decl)
+{
+	sm_init(decl, g->n_value_info + g->n_output);
+	for (size_t k = 0; k < 2; k++) {
+		size_t n = k ? g->n_output : g->n_value_info;
+		Onnx__ValueInfoProto **vis = k ? g->output : g->value_info;
+		for (size_t i = 0; i < n; i++) {
+			const Onnx__ValueInfoProto *vi = vis[i];
+			if (!vi->name || !*vi->name || !vi->type)
+				continue;
+			char what[512];
+			snprintf(what, sizeof what, "graph '%s': %s '%s'", graph_name(g),
+				 k ? "output" : "value_info", vi->name);
+			ValueType *v = vt_new();
+			if (vt_from_proto(st->syms, vi->type, v, what) < 0) {
+				vt_clear(v);
+				free(v);
+				return -1;
+			}
+			ValueType *old = sm_get(decl, vi->name);
+			if (old) {
+				ValueType merged = {0};
+				merged.rank = -1;
+				if (vt_merge(old, v, &merged) < 0) {
+					vt_clear(v);
+					free(v);
+					vt_clear(&merged);
+					return error_prefix("%s", what);
+				}
+				vt_clear(old);
+				*old = merged;
+				vt_clear(v);
+				free(v);
+				continue;
+			}
+			sm_put(decl, vi->name, v);
+		}
+	}
+	return 0;
+}
+
+/* Infer g in a new scope under st->scope. in: the types bound to g's inputs
+ * (subgraphs); outs: receives the types of g's outputs (nouts of them). */
+static int infer_graph(InferState *st, const Onnx__GraphProto *g, size_t nin,
+		       const ValueType *const *in, int is_main, ValueType *outs, size_t nouts)
+{
+	Scope sc = {st->scope, {0}};
+	StrMap decl = {0};
+	size_t *order = NULL;
+	int rc = -1;
+	size_t nnames = g->n_input + g->n_initializer + g->n_sparse_initializer;
+	for (size_t i = 0; i < g->n_node; i++)
+		nnames += g->node[i]->n_output;
+	sm_init(&sc.names, nnames);
+	st->scope = &sc;
+	if (read_declared(st, g, &decl) < 0 || add_inputs(st, g, nin, in, is_main) < 0)
+		goto out;
+	if (topo_order(g, &order) < 0)
+		goto out;
+	for (size_t i = 0; i < g->n_node; i++)
+		if (infer_node(st, g->node[order[i]], &decl) < 0)
+			goto out;
+	GraphMemo *gm = memo_get(st, g);
+	memo_clear(gm);
+	gm->out = xcalloc(g->n_output ? g->n_output : 1, sizeof *gm->out);
+	for (size_t i = 0; i < g->n_output; i++) {
+		const Onnx__ValueInfoProto *vo = g->output[i];
+		const ValueType *v = vo->name && *vo->name ? scope_lookup(&sc, vo->name) : NULL;
+		gm->out[i].rank = -1;
+		if (!v) {
+			error("graph '%s': output '%s' refers to no tensor", graph_name(g),
+			      vo->name ? vo->name : "");
+			goto out;
+		}
+		if (vt_merge(sm_get(&decl, vo->name), v, &gm->out[i]) < 0) {
+			error_prefix("graph '%s': output '%s'", graph_name(g), vo->name);
+			goto out;
+		}
+		if (i < nouts && vt_copy(&outs[i], &gm->out[i]) < 0)
+			goto out;
+		/* the model keeps types, not values */
+		if (gm->out[i].value) {
+			tensor_free(gm->out[i].value);
+			free(gm->out[i].value);
+			gm->out[i].value = NULL;
+		}
+	}
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t j = 0; j < g->node[i]->n_output; j++)
+			gm->n += g->node[i]->output[j] && *g->node[i]->output[j];
+	gm->name = xcalloc(gm->n + 1, sizeof *gm->name);
+	gm->node = xcalloc(gm->n + 1, sizeof *gm->node);
+	gm->vt = xcalloc(gm->n + 1, sizeof *gm->vt);
+	size_t k = 0;
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t j = 0; j < g->node[i]->n_output; j++) {
+			const char *o = g->node[i]->output[j];
+			if (!o || !*o)
+				continue;
+			ValueType *v = sm_get(&sc.names, o);
+			gm->name[k] = o;
+			gm->node[k] = g->node[i];
+			gm->vt[k] = *v;   /* move; the scope entry is emptied below */
+			memset(v, 0, sizeof *v);
+			v->rank = -1;
+			if (gm->vt[k].value) {
+				tensor_free(gm->vt[k].value);
+				free(gm->vt[k].value);
+				gm->vt[k].value = NULL;
+			}
+			free(gm->vt[k].symval);
+			gm->vt[k].symval = NULL;
+			gm->vt[k].nsymval = 0;
+			k++;
+		}
+	rc = 0;
+out:
+	st->scope = sc.parent;
+	sm_free(&sc.names, 1);
+	sm_free(&decl, 1);
+	free(order);
+	return rc;
+}
+
+int infer_subgraph(InferCtx *c, const Onnx__GraphProto *g, size_t nin,
+		   const ValueType *const *in, size_t nout, ValueType *out)
+{
+	InferState *st = c->st;
+	if (!st)
+		return op_error(c->node, "subgraph inference called outside the inference pass");
+	if (!g)
+		return op_error(c->node, "missing subgraph");
+	if (nin != g->n_input && !(nin == 0 && g->n_input == 0))
+		return op_error(c->node, "subgraph '%s' declares %zu inputs, the operator binds %zu",
+				graph_name(g), g->n_input, nin);
+	if (nout != g->n_output)
+		return op_error(c->node, "subgraph '%s' declares %zu outputs, the operator expects %zu",
+				graph_name(g), g->n_output, nout);
+	if (st->depth >= 64)
+		return op_error(c->node, "subgraphs nested more than 64 deep");
+	for (size_t i = 0; i < nout; i++)
+		vt_clear(&out[i]);
+	Scope *saved = st->scope;
+	st->depth++;
+	int r = infer_graph(st, g, nin, in, 0, out, nout);
+	st->depth--;
+	st->scope = saved;
+	if (r < 0) {
+		char lb[256];
+		return error_prefix("node '%s' (%s): subgraph '%s'", node_label(c->node, lb, sizeof lb),
+				    c->node->op_type, graph_name(g));
+	}
+	return 0;
+}
+
+/* ---- writing results ---- */
+
+static int is_output(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_output; i++)
+		if (g->output[i]->name && !strcmp(g->output[i]->name, name))
+			return 1;
+	return 0;
+}
+
+static void commit_graph(GraphMemo *gm)
+{
+	Onnx__GraphProto *g = (Onnx__GraphProto *)gm->g;
+	StrMap orig = {0};
+	char *used = xcalloc(g->n_value_info + 1, 1);
+	sm_init(&orig, g->n_value_info);
+	for (size_t i = 0; i < g->n_value_info; i++)
+		if (g->value_info[i]->name && !sm_get(&orig, g->value_info[i]->name))
+			sm_put(&orig, g->value_info[i]->name, (void *)(uintptr_t)(i + 1));
+	Onnx__ValueInfoProto **nv = xcalloc(gm->n + g->n_value_info + 1, sizeof *nv);
+	size_t k = 0;
+	for (size_t i = 0; i < gm->n; i++) {
+		const char *nm = gm->name[i];
+		if (gm->vt[i].kind == VT_UNKNOWN || is_output(g, nm))
+			continue;
+		void *idx = sm_get(&orig, nm);
+		Onnx__ValueInfoProto *vi;
+		if (idx) {
+			/* reuse the annotation (keeps its doc_string), with the merged type */
+			used[(uintptr_t)idx - 1] = 1;
+			vi = g->value_info[(uintptr_t)idx - 1];
+			onnx__type_proto__free_unpacked(vi->type, NULL);
+		} else {
+			vi = xmalloc(sizeof *vi);
+			onnx__value_info_proto__init(vi);
+			vi->name = xstrdup(nm);
+		}
+		vi->type = vt_to_proto(&gm->vt[i]);
+		nv[k++] = vi;
+	}
+	for (size_t i = 0; i < g->n_value_info; i++)
+		if (!used[i])
+			nv[k++] = g->value_info[i];
+	free(g->value_info);
+	g->value_info = nv;
+	g->n_value_info = k;
+	sm_free(&orig, 0);
+	free(used);
+	for (size_t i = 0; i < g->n_output; i++) {
+		Onnx__ValueInfoProto *vo = g->output[i];
+		Onnx__TypeProto *tp = vt_to_proto(&gm->out[i]);
+		if (!tp)
+			continue;
+		if (vo->type) {
+			if (vo->type->denotation) {
+				tp->denotation = vo->type->denotation;
+				vo->type->denotation = NULL;
+			}
+			onnx__type_proto__free_unpacked(vo->type, NULL);
+		}
+		vo->type = tp;
+	}
+}
+
+void infer_report_free(InferReport *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->nmissing; i++) {
+		free(r->missing[i].domain);
+		free(r->missing[i].op);
+		free(r->missing[i].node);
+	}
+	free(r->missing);
+	free(r->first_untyped);
+	memset(r, 0, sizeof *r);
+}
+
+int infer_model(Model *m, const InferOpts *o, InferReport *r)
+{
+	const Onnx__ModelProto *mp = m->proto;
+	InferReport local = {0};
+	InferState st = {0};
+	int rc = -1;
+	if (!mp || !mp->graph)
+		return error("model has no graph");
+	for (size_t i = 0; i < mp->n_opset_import; i++) {
+		const Onnx__OperatorSetIdProto *op = mp->opset_import[i];
+		const char *d = op->domain ? op->domain : "";
+		if ((!*d || !strcmp(d, "ai.onnx")) && op->version > INFER_MAX_OPSET)
+			return error("model imports ai.onnx opset %" PRId64 ", newer than the %d this "
+				     "quantmake knows", op->version, INFER_MAX_OPSET);
+	}
+	if (r)
+		infer_report_free(r);
+	st.m = m;
+	st.mp = mp;
+	if (o)
+		st.o = *o;
+	if (st.o.const_limit == 0)
+		st.o.const_limit = INFER_CONST_LIMIT;
+	st.r = r ? r : &local;
+	st.syms = symtab_new();
+	if (infer_graph(&st, mp->graph, 0, NULL, 1, NULL, 0) < 0)
+		goto out;
+	/* coverage, and the strict-mode check, before anything is written */
+	for (size_t i = 0; i < st.memos.n; i++) {
+		GraphMemo *gm = st.memos.v[i];
+		for (size_t j = 0; j < gm->n; j++) {
+			const ValueType *v = &gm->vt[j];
+			st.r->ntensors++;
+			if (vt_typed(v))
+				st.r->ntyped++;
+			else if (!st.r->first_untyped)
+				st.r->first_untyped = xstrdup(gm->name[j]);
+			if (v->kind == VT_TENSOR && v->rank >= 0)
+				st.r->nshaped++;
+			if (!vt_typed(v) && st.o.mode == INFER_STRICT) {
+				char lb[256];
+				error("tensor '%s' (output of node '%s' (%s)) has no inferred type "
+				      "and strict mode requires one", gm->name[j],
+				      node_label(gm->node[j], lb, sizeof lb), gm->node[j]->op_type);
+				goto out;
+			}
+		}
+	}
+	for (size_t i = 0; i < st.memos.n; i++)
+		commit_graph(st.memos.v[i]);
+	rc = 0;
+out:
+	for (size_t i = 0; i < st.memos.n; i++) {
+		memo_clear(st.memos.v[i]);
+		free(st.memos.v[i]);
+	}
+	pv_free(&st.memos);
+	symtab_free(st.syms);
+	infer_report_free(&local);
+	return rc;
+}

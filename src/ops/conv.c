@@ -1,0 +1,750 @@
+/* conv.c — Conv, ConvTranspose, ConvInteger and QLinearConv: inference and
+ * kernels.
+ *
+ * Convolutions of 1 to 3 spatial dimensions are computed as 3-D ones with
+ * leading unit dimensions: per image and group the input is unfolded
+ * (im2col) into a [C/G * kernel, output] matrix that one GEMM multiplies by
+ * the group's weights. Pointwise convolutions (1x1, stride 1, no padding) use
+ * the input directly and depthwise ones (one input channel per group) run a
+ * direct loop. float32 goes through cblas_sgemm; double through dgemm; the
+ * integer convolutions subtract zero points into doubles, whose dgemm is
+ * exact for any realistic reduction length (products of 8-bit values summed
+ * below 2^53), and requantize from there. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/nn.h"
+#include "ops/op.h"
+#include "ops/shapeutil.h"
+#include "util.h"
+
+/* ---- inference ---- */
+
+/* output of a convolution of input xi with weights wi, element type elem */
+static int conv_infer_common(InferCtx *c, size_t xi, size_t wi, int elem)
+{
+	const ValueType *x = nn_in(c, xi), *w = nn_in(c, wi);
+	if (!x || !w)
+		return -1;
+	int rank = x->rank >= 0 ? x->rank : w->rank;
+	ValueType *o = c->out[0];
+	vt_set_tensor(o, elem, rank);
+	if (rank < 0)
+		return 0;
+	if (rank < 3)
+		return op_error(c->node, "input must have rank 3 or more (N, C, spatial...), got %d", rank);
+	if (x->rank >= 0 && w->rank >= 0 && x->rank != w->rank)
+		return op_error(c->node, "input has rank %d but weights have rank %d", x->rank, w->rank);
+	int nsp = rank - 2;
+	int64_t in[QM_MAX_RANK], k[QM_MAX_RANK];
+	int kknown = 1;
+	for (int i = 0; i < nsp; i++) {
+		in[i] = x->rank >= 0 ? x->dims[i + 2].v : -1;
+		k[i] = w->rank >= 0 ? w->dims[i + 2].v : -1;
+		if (k[i] < 0)
+			kknown = 0;
+	}
+	o->dims[0] = x->rank >= 0 ? x->dims[0] : nn_dim(c, -1);
+	o->dims[1] = w->rank >= 0 ? w->dims[0] : nn_dim(c, -1);
+	if (!kknown && !node_attr(c->node, "kernel_shape")) {
+		for (int i = 0; i < nsp; i++)
+			o->dims[i + 2] = nn_dim(c, -1);
+		return 0;
+	}
+	NnGeom g;
+	if (nn_geom(c->node, nsp, in, kknown ? k : NULL, 0, &g) < 0)
+		return -1;
+	for (int i = 0; i < nsp; i++)
+		o->dims[i + 2] = nn_dim(c, g.out[i]);
+	return 0;
+}
+
+static int conv_infer(InferCtx *c)
+{
+	const ValueType *x = nn_in(c, 0);
+	return x ? conv_infer_common(c, 0, 1, x->elem) : -1;
+}
+
+static int convinteger_infer(InferCtx *c)
+{
+	return conv_infer_common(c, 0, 1, DT_INT32);
+}
+
+static int qlinearconv_infer(InferCtx *c)
+{
+	const ValueType *x = nn_in(c, 0);
+	if (!x)
+		return -1;
+	int elem = c->nin > 7 && c->in[7] ? c->in[7]->elem : x->elem;
+	return conv_infer_common(c, 0, 3, elem);
+}
+
+/* ---- geometry at run time ---- */
+
+typedef struct ConvShape {
+	int64_t N, C, M, G;           /* batch, input channels, output channels, groups */
+	int64_t in[3], k[3], s[3], d[3], pb[3], out[3];
+	int64_t isz, ksz, osz;        /* spatial element counts */
+	int threads;
+} ConvShape;
+
+/* Fill cs from input x and weights w (Conv layout: w is [M, C/G, k...]). */
+static int conv_shape(RunCtx *c, const Tensor *x, const Tensor *w, ConvShape *cs)
+{
+	int64_t group;
+	if (x->rank < 3)
+		return op_error(c->node, "input must have rank 3 or more (N, C, spatial...), got %d", x->rank);
+	if (w->rank != x->rank)
+		return op_error(c->node, "weights have rank %d, expected %d like the input", w->rank, x->rank);
+	int nsp = x->rank - 2;
+	if (nsp > 3)
+		return op_error(c->node, "%s-%lld with %d spatial dimensions is not supported (at most 3)",
+				c->node->op_type, (long long)c->opset, nsp);
+	if (attr_int(c->node, "group", 1, &group) < 0)
+		return -1;
+	memset(cs, 0, sizeof *cs);
+	cs->N = x->dims[0];
+	cs->C = x->dims[1];
+	cs->M = w->dims[0];
+	cs->G = group;
+	if (group < 1 || cs->C % group || cs->M % group || w->dims[1] * group != cs->C)
+		return op_error(c->node, "input has %lld channels and weights [%lld, %lld, ...] with group %lld: "
+				"expected C = weights dim 1 * group and output channels divisible by group",
+				(long long)cs->C, (long long)cs->M, (long long)w->dims[1], (long long)group);
+	NnGeom g;
+	if (nn_geom(c->node, nsp, x->dims + 2, w->dims + 2, 0, &g) < 0)
+		return -1;
+	for (int i = 0; i < nsp; i++)
+		if (g.k[i] != w->dims[i + 2])
+			return op_error(c->node, "kernel_shape does not match the weights' spatial dims");
+	for (int j = 0; j < 3; j++) {
+		cs->in[j] = cs->k[j] = cs->s[j] = cs->d[j] = cs->out[j] = 1;
+		cs->pb[j] = 0;
+	}
+	for (int i = 0; i < nsp; i++) {
+		int j = 3 - nsp + i;
+		cs->in[j] = g.in[i];
+		cs->k[j] = g.k[i];
+		cs->s[j] = g.s[i];
+		cs->d[j] = g.d[i];
+		cs->pb[j] = g.pb[i];
+		cs->out[j] = g.out[i];
+	}
+	cs->isz = cs->in[0] * cs->in[1] * cs->in[2];
+	cs->ksz = cs->k[0] * cs->k[1] * cs->k[2];
+	cs->osz = cs->out[0] * cs->out[1] * cs->out[2];
+	cs->threads = c->threads;
+	return 0;
+}
+
+static void conv_out_dims(const Tensor *x, const ConvShape *cs, int64_t *dims)
+{
+	int nsp = x->rank - 2;
+	dims[0] = cs->N;
+	dims[1] = cs->M;
+	for (int i = 0; i < nsp; i++)
+		dims[i + 2] = cs->out[3 - nsp + i];
+}
+
+static int conv_pointwise(const ConvShape *cs)
+{
+	return cs->ksz == 1 && cs->s[0] == 1 && cs->s[1] == 1 && cs->s[2] == 1 &&
+	       cs->pb[0] == 0 && cs->pb[1] == 0 && cs->pb[2] == 0 && cs->out[0] == cs->in[0] &&
+	       cs->out[1] == cs->in[1] && cs->out[2] == cs->in[2];
+}
+
+/* ---- im2col for 4- and 8-byte elements ---- */
+
+typedef struct Im2col {
+	const ConvShape *cs;
+	const unsigned char *x;   /* first channel of the group */
+	unsigned char *col;
+} Im2col;
+
+static inline __attribute__((always_inline)) void
+im2col_rows(const Im2col *a, int64_t clo, int64_t chi, size_t es)
+{
+	const ConvShape *cs = a->cs;
+	int64_t osz = cs->osz;
+	for (int64_t ch = clo; ch < chi; ch++) {
+		const unsigned char *xc = a->x + (size_t)(ch * cs->isz) * es;
+		int64_t row = ch * cs->ksz;
+		for (int64_t kd = 0; kd < cs->k[0]; kd++)
+		for (int64_t kh = 0; kh < cs->k[1]; kh++)
+		for (int64_t kw = 0; kw < cs->k[2]; kw++, row++) {
+			unsigned char *dst = a->col + (size_t)(row * osz) * es;
+			int64_t iw0 = kw * cs->d[2] - cs->pb[2];
+			/* output columns whose input column is inside the image */
+			int64_t lo = iw0 >= 0 ? 0 : nn_ceildiv(-iw0, cs->s[2]);
+			int64_t hi = cs->in[2] - iw0 > 0 ? nn_ceildiv(cs->in[2] - iw0, cs->s[2]) : 0;
+			if (hi > cs->out[2])
+				hi = cs->out[2];
+			if (lo > hi)
+				lo = hi;
+			for (int64_t od = 0; od < cs->out[0]; od++) {
+				int64_t id = od * cs->s[0] - cs->pb[0] + kd * cs->d[0];
+				for (int64_t oh = 0; oh < cs->out[1]; oh++) {
+					int64_t ih = oh * cs->s[1] - cs->pb[1] + kh * cs->d[1];
+					unsigned char *dr = dst + (size_t)((od * cs->out[1] + oh) * cs->out[2]) * es;
+					if (id < 0 || id >= cs->in[0] || ih < 0 || ih >= cs->in[1] || lo >= hi) {
+						memset(dr, 0, (size_t)cs->out[2] * es);
+						continue;
+					}
+					const unsigned char *xr = xc + (size_t)((id * cs->in[1] + ih) * cs->in[2]) * es;
+					if (lo)
+						memset(dr, 0, (size_t)lo * es);
+					if (cs->s[2] == 1) {
+						memcpy(dr + (size_t)lo * es, xr + (size_t)(iw0 + lo) * es,
+						       (size_t)(hi - lo) * es);
+					} else {
+						int64_t st = cs->s[2];
+						for (int64_t ow = lo; ow < hi; ow++)
+							memcpy(dr + (size_t)ow * es, xr + (size_t)(iw0 + ow * st) * es, es);
+					}
+					if (hi < cs->out[2])
+						memset(dr + (size_t)hi * es, 0, (size_t)(cs->out[2] - hi) * es);
+				}
+			}
+		}
+	}
+}
+
+static void im2col4(void *arg, int64_t lo, int64_t hi)
+{
+	im2col_rows(arg, lo, hi, 4);
+}
+
+static void im2col8(void *arg, int64_t lo, int64_t hi)
+{
+	im2col_rows(arg, lo, hi, 8);
+}
+
+/* y[n, m, :] = sum over the group's channels and kernel of w * x (no bias);
+ * es 4: float with sgemm, es 8: double with dgemm */
+static void conv_gemm(const ConvShape *cs, const void *x, const void *w, void *y, size_t es)
+{
+	int64_t cg = cs->C / cs->G, mg = cs->M / cs->G, kc = cg * cs->ksz;
+	int pw = conv_pointwise(cs);
+	void *col = pw ? NULL : xmalloc((size_t)(kc * cs->osz) * es);
+	int thr = (int64_t)kc * cs->osz >= 65536 ? cs->threads : 1;
+	if (kc == 0) {
+		memset(y, 0, (size_t)(cs->N * cs->M * cs->osz) * es);
+		free(col);
+		return;
+	}
+	for (int64_t n = 0; n < cs->N; n++) {
+		for (int64_t g = 0; g < cs->G; g++) {
+			const unsigned char *xg = (const unsigned char *)x + (size_t)((n * cs->C + g * cg) * cs->isz) * es;
+			const unsigned char *wg = (const unsigned char *)w + (size_t)(g * mg * kc) * es;
+			unsigned char *yg = (unsigned char *)y + (size_t)((n * cs->M + g * mg) * cs->osz) * es;
+			const void *b = xg;
+			if (!pw) {
+				Im2col a = {cs, xg, col};
+				nn_parallel(thr, cg, es == 4 ? im2col4 : im2col8, &a);
+				b = col;
+			}
+			if (es == 4)
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)cs->osz, (int)kc,
+					    1.0f, (const float *)wg, (int)kc, b, (int)cs->osz, 0.0f, (float *)yg, (int)cs->osz);
+			else
+				cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)cs->osz, (int)kc,
+					    1.0, (const double *)wg, (int)kc, b, (int)cs->osz, 0.0, (double *)yg, (int)cs->osz);
+		}
+	}
+	free(col);
+}
+
+/* ---- depthwise (one input channel per group), float ---- */
+
+typedef struct DwArgs {
+	const ConvShape *cs;
+	const float *x, *w, *b;
+	float *y;
+} DwArgs;
+
+static void dw_rows(void *arg, int64_t lo, int64_t hi)
+{
+	const DwArgs *a = arg;
+	const ConvShape *cs = a->cs;
+	int64_t mg = cs->M / cs->G;
+	for (int64_t r = lo; r < hi; r++) {   /* r = n * M + m */
+		int64_t n = r / cs->M, m = r % cs->M, g = m / mg;
+		const float *xc = a->x + (n * cs->C + g) * cs->isz;
+		const float *wk = a->w + m * cs->ksz;
+		float *yo = a->y + r * cs->osz;
+		float bias = a->b ? a->b[m] : 0.0f;
+		for (int64_t od = 0; od < cs->out[0]; od++)
+		for (int64_t oh = 0; oh < cs->out[1]; oh++) {
+			float *yr = yo + (od * cs->out[1] + oh) * cs->out[2];
+			for (int64_t ow = 0; ow < cs->out[2]; ow++)
+				yr[ow] = bias;
+			for (int64_t kd = 0; kd < cs->k[0]; kd++) {
+				int64_t id = od * cs->s[0] - cs->pb[0] + kd * cs->d[0];
+				if (id < 0 || id >= cs->in[0])
+					continue;
+				for (int64_t kh = 0; kh < cs->k[1]; kh++) {
+					int64_t ih = oh * cs->s[1] - cs->pb[1] + kh * cs->d[1];
+					if (ih < 0 || ih >= cs->in[1])
+						continue;
+					const float *xr = xc + (id * cs->in[1] + ih) * cs->in[2];
+					const float *wr = wk + (kd * cs->k[1] + kh) * cs->k[2];
+					for (int64_t kw = 0; kw < cs->k[2]; kw++) {
+						int64_t iw0 = kw * cs->d[2] - cs->pb[2], st = cs->s[2];
+						int64_t olo = iw0 >= 0 ? 0 : nn_ceildiv(-iw0, st);
+						int64_t ohi = cs->in[2] - iw0 > 0 ? nn_ceildiv(cs->in[2] - iw0, st) : 0;
+						if (ohi > cs->out[2])
+							ohi = cs->out[2];
+						float wv = wr[kw];
+						if (st == 1) {
+							const float *xs = xr + iw0;
+							for (int64_t ow = olo; ow < ohi; ow++)
+								yr[ow] += wv * xs[ow];
+						} else {
+							for (int64_t ow = olo; ow < ohi; ow++)
+								yr[ow] += wv * xr[iw0 + ow * st];
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+/* ---- Conv ---- */
+
+static int conv_run(RunCtx *c)
+{
+	const Tensor *x = c->in[0], *w = c->in[1], *b = c->nin > 2 ? c->in[2] : NULL;
+	ConvShape cs;
+	int64_t dims[QM_MAX_RANK];
+	if (!nn_is_float(x->dtype))
+		return op_unsupported_type(c->node, c->opset, x->dtype);
+	if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
+		return op_error(c->node, "weights and bias must have the input's type %s", dtype_name(x->dtype));
+	if (conv_shape(c, x, w, &cs) < 0)
+		return -1;
+	if (b && b->numel != cs.M)
+		return op_error(c->node, "bias has %lld elements, expected %lld", (long long)b->numel, (long long)cs.M);
+	conv_out_dims(x, &cs, dims);
+	if (x->dtype == DT_DOUBLE) {
+		if (op_output(c, 0, DT_DOUBLE, x->rank, dims) < 0)
+			return -1;
+		double *xd = xmalloc(x->nbytes + 8), *wd = xmalloc(w->nbytes + 8);
+		memcpy(xd, x->data, x->nbytes);
+		memcpy(wd, w->data, w->nbytes);
+		double *yd = c->out[0]->data;
+		if (c->out[0]->numel)
+			conv_gemm(&cs, xd, wd, yd, 8);
+		if (b)
+			for (int64_t n = 0; n < cs.N; n++)
+				for (int64_t m = 0; m < cs.M; m++) {
+					double bv;
+					memcpy(&bv, (const char *)b->data + m * 8, 8);
+					for (int64_t i = 0; i < cs.osz; i++)
+						yd[(n * cs.M + m) * cs.osz + i] += bv;
+				}
+		free(xd);
+		free(wd);
+		return 0;
+	}
+	float *tx, *tw, *tb = NULL, *ty;
+	const float *xf = nn_f32_in(c, x, &tx), *wf = nn_f32_in(c, w, &tw), *bf = NULL;
+	if (b)
+		bf = nn_f32_in(c, b, &tb);
+	float *y = nn_f32_out(c, 0, x->dtype, x->rank, dims, &ty);
+	if (!y) {
+		free(tx);
+		free(tw);
+		free(tb);
+		return -1;
+	}
+	if (c->out[0]->numel == 0) {
+		/* nothing to compute */
+	} else if (cs.C / cs.G == 1 && cs.M / cs.G <= 4 && cs.G > 1) {
+		DwArgs a = {&cs, xf, wf, bf, y};
+		int thr = cs.N * cs.M * cs.osz * cs.ksz >= 65536 ? c->threads : 1;
+		nn_parallel(thr, cs.N * cs.M, dw_rows, &a);
+	} else {
+		conv_gemm(&cs, xf, wf, y, 4);
+		if (bf)
+			for (int64_t n = 0; n < cs.N; n++)
+				for (int64_t m = 0; m < cs.M; m++) {
+					float *yr = y + (n * cs.M + m) * cs.osz, bv = bf[m];
+					for (int64_t i = 0; i < cs.osz; i++)
+						yr[i] += bv;
+				}
+	}
+	nn_f32_done(c->out[0], ty);
+	free(tx);
+	free(tw);
+	free(tb);
+	return 0;
+}
+
+/* ---- ConvTranspose ---- */
+
+typedef struct TConv {
+	ConvShape cs;             /* in/out are the op's input/output; k, s, d, pb */
+	int64_t pe[3];
+} TConv;
+
+static int get_attr_ints(const Onnx__NodeProto *n, const char *name, int want, int64_t dflt,
+			 int64_t *out, int *given)
+{
+	const int64_t *v;
+	size_t len;
+	if (attr_ints(n, name, &v, &len) < 0)
+		return -1;
+	if (given)
+		*given = v != NULL;
+	if (!v) {
+		for (int i = 0; i < want; i++)
+			out[i] = dflt;
+		return 0;
+	}
+	if ((int)len != want)
+		return op_error(n, "attribute '%s' has %zu values, expected %d", name, len, want);
+	memcpy(out, v, sizeof *out * (size_t)want);
+	return 0;
+}
+
+/* Output sizes of ConvTranspose over nsp dims from in[] (-1 unknown) and
+ * kernel k[]; fills pads too. */
+static int tconv_geom(const Onnx__NodeProto *n, int nsp, const int64_t *in, const int64_t *kin,
+		      int64_t *k, int64_t *s, int64_t *d, int64_t *pb, int64_t *pe, int64_t *out)
+{
+	int64_t op[QM_MAX_RANK], pads[2 * QM_MAX_RANK], oshape[QM_MAX_RANK + 2];
+	char ap[32];
+	const int64_t *osv;
+	size_t oslen;
+	int kgiven;
+	if (get_attr_ints(n, "kernel_shape", nsp, 0, k, &kgiven) < 0)
+		return -1;
+	if (!kgiven)
+		memcpy(k, kin, sizeof *k * (size_t)nsp);
+	if (get_attr_ints(n, "strides", nsp, 1, s, NULL) < 0 ||
+	    get_attr_ints(n, "dilations", nsp, 1, d, NULL) < 0 ||
+	    get_attr_ints(n, "output_padding", nsp, 0, op, NULL) < 0 ||
+	    get_attr_ints(n, "pads", 2 * nsp, 0, pads, NULL) < 0 ||
+	    attr_ints(n, "output_shape", &osv, &oslen) < 0 ||
+	    attr_str(n, "auto_pad", "NOTSET", ap, sizeof ap) < 0)
+		return -1;
+	if (osv) {
+		if ((int)oslen == nsp)
+			memcpy(oshape, osv, sizeof *osv * oslen);
+		else if ((int)oslen == nsp + 2)
+			memcpy(oshape, osv + 2, sizeof *osv * (size_t)nsp);
+		else
+			return op_error(n, "output_shape has %zu values for %d spatial dimensions", oslen, nsp);
+	}
+	int upper = !strcmp(ap, "SAME_UPPER"), same = upper || !strcmp(ap, "SAME_LOWER");
+	int valid = !strcmp(ap, "VALID");
+	if (!same && !valid && strcmp(ap, "NOTSET"))
+		return op_error(n, "unknown auto_pad '%s' (expected NOTSET, SAME_UPPER, SAME_LOWER or VALID)", ap);
+	for (int i = 0; i < nsp; i++) {
+		if (k[i] < 1 || s[i] < 1 || d[i] < 1)
+			return op_error(n, "kernel_shape, strides and dilations must be positive");
+		int64_t ek = (k[i] - 1) * d[i] + 1;
+		if (in[i] < 0 || k[i] < 0) {
+			out[i] = osv ? oshape[i] : -1;
+			pb[i] = pe[i] = 0;
+			continue;
+		}
+		int64_t full = s[i] * (in[i] - 1) + op[i] + ek;
+		if (osv || same) {
+			out[i] = osv ? oshape[i] : in[i] * s[i];
+			int64_t total = full - out[i];
+			if (upper) {
+				pb[i] = nn_floordiv(total, 2);
+				pe[i] = total - pb[i];
+			} else {
+				pe[i] = nn_floordiv(total, 2);
+				pb[i] = total - pe[i];
+			}
+		} else {
+			pb[i] = valid ? 0 : pads[i];
+			pe[i] = valid ? 0 : pads[i + nsp];
+			out[i] = full - pb[i] - pe[i];
+		}
+		if (out[i] < 0)
+			return op_error(n, "computed output size %lld on spatial axis %d is negative",
+					(long long)out[i], i);
+	}
+	return 0;
+}
+
+static int convtranspose_infer(InferCtx *c)
+{
+	const ValueType *x = nn_in(c, 0), *w = nn_in(c, 1);
+	int64_t group;
+	if (!x || !w || attr_int(c->node, "group", 1, &group) < 0)
+		return -1;
+	int rank = x->rank >= 0 ? x->rank : w->rank;
+	ValueType *o = c->out[0];
+	vt_set_tensor(o, x->elem, rank);
+	if (rank < 0)
+		return 0;
+	if (rank < 3)
+		return op_error(c->node, "input must have rank 3 or more (N, C, spatial...), got %d", rank);
+	int nsp = rank - 2;
+	int64_t in[QM_MAX_RANK], kin[QM_MAX_RANK], k[QM_MAX_RANK], s[QM_MAX_RANK], d[QM_MAX_RANK];
+	int64_t pb[QM_MAX_RANK], pe[QM_MAX_RANK], out[QM_MAX_RANK];
+	for (int i = 0; i < nsp; i++) {
+		in[i] = x->rank >= 0 ? x->dims[i + 2].v : -1;
+		kin[i] = w->rank >= 0 ? w->dims[i + 2].v : -1;
+	}
+	if (tconv_geom(c->node, nsp, in, kin, k, s, d, pb, pe, out) < 0)
+		return -1;
+	o->dims[0] = x->rank >= 0 ? x->dims[0] : nn_dim(c, -1);
+	o->dims[1] = nn_dim(c, w->rank >= 0 && w->dims[1].v >= 0 ? w->dims[1].v * group : -1);
+	for (int i = 0; i < nsp; i++)
+		o->dims[i + 2] = nn_dim(c, out[i]);
+	return 0;
+}
+
+static int convtranspose_run(RunCtx *c)
+{
+	const Tensor *x = c->in[0], *w = c->in[1], *b = c->nin > 2 ? c->in[2] : NULL;
+	int64_t group;
+	if (!nn_is_float(x->dtype))
+		return op_unsupported_type(c->node, c->opset, x->dtype);
+	if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
+		return op_error(c->node, "weights and bias must have the input's type %s", dtype_name(x->dtype));
+	if (x->rank < 3 || w->rank != x->rank)
+		return op_error(c->node, "input and weights must have the same rank >= 3, got %d and %d",
+				x->rank, w->rank);
+	int nsp = x->rank - 2;
+	if (nsp > 3)
+		return op_error(c->node, "ConvTranspose-%lld with %d spatial dimensions is not supported (at most 3)",
+				(long long)c->opset, nsp);
+	if (attr_int(c->node, "group", 1, &group) < 0)
+		return -1;
+	int64_t C = x->dims[1], N = x->dims[0];
+	if (group < 1 || C % group || w->dims[0] != C)
+		return op_error(c->node, "weights [%lld, %lld, ...] do not fit %lld input channels with group %lld",
+				(long long)w->dims[0], (long long)w->dims[1], (long long)C, (long long)group);
+	int64_t mg = w->dims[1], M = mg * group, cg = C / group;
+	if (b && b->numel != M)
+		return op_error(c->node, "bias has %lld elements, expected %lld", (long long)b->numel, (long long)M);
+	int64_t k[QM_MAX_RANK], s[QM_MAX_RANK], d[QM_MAX_RANK], pb[QM_MAX_RANK], pe[QM_MAX_RANK], out[QM_MAX_RANK];
+	if (tconv_geom(c->node, nsp, x->dims + 2, w->dims + 2, k, s, d, pb, pe, out) < 0)
+		return -1;
+	for (int i = 0; i < nsp; i++)
+		if (k[i] != w->dims[i + 2])
+			return op_error(c->node, "kernel_shape does not match the weights' spatial dims");
+	int64_t i3[3] = {1, 1, 1}, k3[3] = {1, 1, 1}, s3[3] = {1, 1, 1}, d3[3] = {1, 1, 1}, p3[3] = {0, 0, 0}, o3[3] = {1, 1, 1};
+	for (int i = 0; i < nsp; i++) {
+		int j = 3 - nsp + i;
+		i3[j] = x->dims[i + 2];
+		k3[j] = k[i];
+		s3[j] = s[i];
+		d3[j] = d[i];
+		p3[j] = pb[i];
+		o3[j] = out[i];
+	}
+	int64_t dims[QM_MAX_RANK];
+	dims[0] = N;
+	dims[1] = M;
+	for (int i = 0; i < nsp; i++)
+		dims[i + 2] = out[i];
+	float *tx, *tw, *tb = NULL, *ty;
+	const float *xf = nn_f32_in(c, x, &tx), *wf = nn_f32_in(c, w, &tw), *bf = NULL;
+	if (b)
+		bf = nn_f32_in(c, b, &tb);
+	float *y = nn_f32_out(c, 0, x->dtype, x->rank, dims, &ty);
+	if (!y) {
+		free(tx);
+		free(tw);
+		free(tb);
+		return -1;
+	}
+	int64_t isz = i3[0] * i3[1] * i3[2], ksz = k3[0] * k3[1] * k3[2], osz = o3[0] * o3[1] * o3[2];
+	int64_t rows = mg * ksz;
+	float *col = xmalloc(sizeof(float) * (size_t)(rows * isz > 0 ? rows * isz : 1));
+	for (int64_t n = 0; n < N; n++) {
+		for (int64_t m = 0; m < M; m++) {
+			float bv = bf ? bf[m] : 0.0f, *yr = y + (n * M + m) * osz;
+			for (int64_t i = 0; i < osz; i++)
+				yr[i] = bv;
+		}
+		for (int64_t g = 0; g < group && isz && rows; g++) {
+			/* col[mg * ksz, isz] = W_g^T * X_g */
+			if (cg)
+				cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows, (int)isz, (int)cg, 1.0f,
+					    wf + g * cg * rows, (int)rows, xf + (n * C + g * cg) * isz, (int)isz,
+					    0.0f, col, (int)isz);
+			else
+				memset(col, 0, sizeof(float) * (size_t)(rows * isz));
+			/* col2im: scatter-add into the output */
+			for (int64_t r = 0; r < rows; r++) {
+				int64_t m = r / ksz, kk = r % ksz;
+				int64_t kd = kk / (k3[1] * k3[2]), kh = kk / k3[2] % k3[1], kw = kk % k3[2];
+				float *yo = y + (n * M + g * mg + m) * osz;
+				const float *cr = col + r * isz;
+				for (int64_t id = 0; id < i3[0]; id++) {
+					int64_t od = id * s3[0] - p3[0] + kd * d3[0];
+					if (od < 0 || od >= o3[0])
+						continue;
+					for (int64_t ih = 0; ih < i3[1]; ih++) {
+						int64_t oh = ih * s3[1] - p3[1] + kh * d3[1];
+						if (oh < 0 || oh >= o3[1])
+							continue;
+						const float *ci = cr + (id * i3[1] + ih) * i3[2];
+						float *yy = yo + (od * o3[1] + oh) * o3[2];
+						for (int64_t iw = 0; iw < i3[2]; iw++) {
+							int64_t ow = iw * s3[2] - p3[2] + kw * d3[2];
+							if (ow >= 0 && ow < o3[2])
+								yy[ow] += ci[iw];
+						}
+					}
+				}
+			}
+		}
+	}
+	free(col);
+	nn_f32_done(c->out[0], ty);
+	free(tx);
+	free(tw);
+	free(tb);
+	return 0;
+}
+
+/* ---- ConvInteger, QLinearConv ---- */
+
+/* the zero point of an 8-bit tensor as an int (per-tensor: index 0) */
+static int zp_check(RunCtx *c, const Tensor *zp, const Tensor *of, int64_t per, const char *what)
+{
+	if (!zp)
+		return 0;
+	if (zp->dtype != of->dtype)
+		return op_error(c->node, "%s has type %s, expected %s like its tensor", what,
+				dtype_name(zp->dtype), dtype_name(of->dtype));
+	if (zp->numel != 1 && zp->numel != per)
+		return op_error(c->node, "%s has %lld elements, expected 1%s", what, (long long)zp->numel,
+				per > 1 ? " or one per output channel" : "");
+	return 0;
+}
+
+static int is_q8(int dt)
+{
+	return dt == DT_UINT8 || dt == DT_INT8;
+}
+
+/* x - zp as doubles; zp has 1 or nchan entries over rows of len elements */
+static double *q8_to_f64(const Tensor *t, const Tensor *zp, int64_t nchan, int64_t len)
+{
+	double *r = xmalloc(sizeof(double) * (size_t)(t->numel ? t->numel : 1));
+	const uint8_t *p = t->data;
+	for (int64_t i = 0; i < t->numel; i++) {
+		int64_t zi = zp && zp->numel > 1 ? (i / len) % nchan : 0;
+		int z = zp ? (zp->dtype == DT_INT8 ? (int)((const int8_t *)zp->data)[zi] : (int)((const uint8_t *)zp->data)[zi]) : 0;
+		int v = t->dtype == DT_INT8 ? (int)(int8_t)p[i] : (int)p[i];
+		r[i] = (double)(v - z);
+	}
+	return r;
+}
+
+/* exact integer convolution into acc (N, M, osz doubles); dims filled */
+static int qconv_acc(RunCtx *c, const Tensor *x, const Tensor *xzp, const Tensor *w, const Tensor *wzp,
+		     ConvShape *cs, int64_t *dims, double **acc)
+{
+	if (!is_q8(x->dtype))
+		return op_unsupported_type(c->node, c->opset, x->dtype);
+	if (!is_q8(w->dtype))
+		return op_unsupported_type(c->node, c->opset, w->dtype);
+	if (conv_shape(c, x, w, cs) < 0)
+		return -1;
+	if (zp_check(c, xzp, x, 1, "input zero point") < 0 || zp_check(c, wzp, w, cs->M, "weight zero point") < 0)
+		return -1;
+	conv_out_dims(x, cs, dims);
+	int64_t wlen = w->numel / (cs->M ? cs->M : 1);
+	double *xd = q8_to_f64(x, xzp, 1, 1), *wd = q8_to_f64(w, wzp, cs->M, wlen ? wlen : 1);
+	int64_t n = cs->N * cs->M * cs->osz;
+	*acc = xmalloc(sizeof(double) * (size_t)(n ? n : 1));
+	if (n)
+		conv_gemm(cs, xd, wd, *acc, 8);
+	free(xd);
+	free(wd);
+	return 0;
+}
+
+static int convinteger_run(RunCtx *c)
+{
+	const Tensor *x = c->in[0], *w = c->in[1];
+	const Tensor *xzp = c->nin > 2 ? c->in[2] : NULL, *wzp = c->nin > 3 ? c->in[3] : NULL;
+	ConvShape cs;
+	int64_t dims[QM_MAX_RANK];
+	double *acc;
+	if (qconv_acc(c, x, xzp, w, wzp, &cs, dims, &acc) < 0)
+		return -1;
+	if (op_output(c, 0, DT_INT32, x->rank, dims) < 0) {
+		free(acc);
+		return -1;
+	}
+	int32_t *y = c->out[0]->data;
+	for (int64_t i = 0; i < c->out[0]->numel; i++)
+		y[i] = (int32_t)acc[i];
+	free(acc);
+	return 0;
+}
+
+static float scalar_f32(const Tensor *t, int64_t i)
+{
+	return (float)tensor_get_f64(t, i);
+}
+
+static int qlinearconv_run(RunCtx *c)
+{
+	if (c->nin < 8)
+		return op_error(c->node, "expected at least 8 inputs, got %zu", c->nin);
+	for (size_t i = 0; i < 8; i++)
+		if (!c->in[i])
+			return op_error(c->node, "input %zu is required", i);
+	const Tensor *x = c->in[0], *xs = c->in[1], *xzp = c->in[2], *w = c->in[3], *ws = c->in[4];
+	const Tensor *wzp = c->in[5], *ys = c->in[6], *yzp = c->in[7], *b = c->nin > 8 ? c->in[8] : NULL;
+	ConvShape cs;
+	int64_t dims[QM_MAX_RANK];
+	double *acc;
+	if (xs->dtype != DT_FLOAT || ws->dtype != DT_FLOAT || ys->dtype != DT_FLOAT)
+		return op_error(c->node, "scales must be float");
+	if (!is_q8(yzp->dtype) || yzp->numel != 1 || xs->numel != 1 || ys->numel != 1)
+		return op_error(c->node, "x_scale, y_scale and y_zero_point must be scalars, y_zero_point int8 or uint8");
+	if (qconv_acc(c, x, xzp, w, wzp, &cs, dims, &acc) < 0)
+		return -1;
+	if ((ws->numel != 1 && ws->numel != cs.M) || (b && (b->dtype != DT_INT32 || b->numel != cs.M))) {
+		free(acc);
+		return op_error(c->node, "w_scale must have 1 or %lld elements and B %lld int32 values",
+				(long long)cs.M, (long long)cs.M);
+	}
+	if (op_output(c, 0, yzp->dtype, x->rank, dims) < 0) {
+		free(acc);
+		return -1;
+	}
+	float xsv = scalar_f32(xs, 0), ysv = scalar_f32(ys, 0);
+	int zp = (int)tensor_get_i64(yzp, 0);
+	int lo = yzp->dtype == DT_INT8 ? -128 : 0, hi = yzp->dtype == DT_INT8 ? 127 : 255;
+	void *y = c->out[0]->data;
+	for (int64_t n = 0; n < cs.N; n++)
+		for (int64_t m = 0; m < cs.M; m++) {
+			float mul = xsv * scalar_f32(ws, ws->numel > 1 ? m : 0) / ysv;
+			double bv = b ? (double)((const int32_t *)b->data)[m] : 0.0;
+			for (int64_t i = 0; i < cs.osz; i++) {
+				int64_t at = (n * cs.M + m) * cs.osz + i;
+				float v = nn_round_even((float)(acc[at] + bv) * mul) + (float)zp;
+				int q = v < lo ? lo : v > hi ? hi : (int)v;
+				if (lo < 0)
+					((int8_t *)y)[at] = (int8_t)q;
+				else
+					((uint8_t *)y)[at] = (uint8_t)q;
+			}
+		}
+	free(acc);
+	return 0;
+}
+
+OPERATOR(ai_onnx, Conv, 1, conv_infer, conv_run)
+OPERATOR(ai_onnx, ConvInteger, 10, convinteger_infer, convinteger_run)
+OPERATOR(ai_onnx, ConvTranspose, 1, convtranspose_infer, convtranspose_run)
+OPERATOR(ai_onnx, QLinearConv, 10, qlinearconv_infer, qlinearconv_run)

@@ -1,0 +1,403 @@
+/* rules.c — reading and checking rule files (see rules.h).
+ *
+ * libinih parses key = value lines; a line-counting reader in front of it
+ * gives every key its line number and sees section headers itself, so that
+ * sections without keys still exist and report their line. */
+#include "rules/rules.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <ini.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/stage.h"
+#include "util.h"
+
+typedef struct Parser {
+	Project *p;
+	FILE *f;
+	const char *file;     /* project-relative name, owned by p->files */
+	int line;
+	int indented;         /* current line starts with whitespace */
+	Section *cur;
+	char msg[1024];
+	const char *lastkey;
+} Parser;
+
+static int perr(Parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int perr(Parser *ps, const char *fmt, ...)
+{
+	if (ps->msg[0])
+		return 0;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = snprintf(ps->msg, sizeof ps->msg, "%s:%d: ", ps->file, ps->line);
+	vsnprintf(ps->msg + n, sizeof ps->msg - (size_t)n, fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
+const char *closest(const char *word, const char *const *cands, size_t n)
+{
+	const char *best = NULL;
+	int bd = 1000;
+	for (size_t i = 0; i < n; i++) {
+		int d = edit_distance(word, cands[i]);
+		if (d < bd) {
+			bd = d;
+			best = cands[i];
+		}
+	}
+	size_t len = strlen(word);
+	int limit = len <= 4 ? 1 : len <= 8 ? 2 : 3;
+	return bd <= limit ? best : NULL;
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	size_t n = strlen(s);
+	while (n && isspace((unsigned char)s[n - 1]))
+		s[--n] = 0;
+	return s;
+}
+
+static int valid_name(const char *s)
+{
+	if (!*s)
+		return 0;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' && *s != '.')
+			return 0;
+	return 1;
+}
+
+Section *project_model(const Project *p, const char *name)
+{
+	for (size_t i = 0; i < p->nmodels; i++)
+		if (!strcmp(p->models[i]->name, name))
+			return p->models[i];
+	return NULL;
+}
+
+/* Called for a "[...]" line: creates the section. */
+static void begin_section(Parser *ps, const char *text)
+{
+	char *buf = xstrdup(text), *s = trim(buf);
+	Project *p = ps->p;
+	ps->cur = NULL;
+	if (!strcmp(s, "settings")) {
+		ps->cur = &p->settings;
+		if (!p->settings.file) {
+			p->settings.file = ps->file;
+			p->settings.line = ps->line;
+		}
+		free(buf);
+		return;
+	}
+	char *sp = s;
+	while (*sp && !isspace((unsigned char)*sp))
+		sp++;
+	char *rest = *sp ? trim(sp + 1) : sp;
+	*sp = 0;
+	if (!strcmp(s, "model")) {
+		char *base = strchr(rest, ':');
+		if (base) {
+			*base = 0;
+			base = trim(base + 1);
+		}
+		char *name = trim(rest);
+		if (!valid_name(name)) {
+			perr(ps, "invalid model name '%s' (letters, digits, '_', '-', '.')", name);
+		} else if (base && !valid_name(base)) {
+			perr(ps, "invalid base model name '%s'", base);
+		} else {
+			Section *old = project_model(p, name);
+			if (old) {
+				perr(ps, "model '%s' is already defined at %s:%d", name, old->file, old->line);
+			} else {
+				Section *m = xcalloc(1, sizeof *m);
+				m->kind = SEC_MODEL;
+				m->name = xstrdup(name);
+				m->base = base ? xstrdup(base) : NULL;
+				m->file = ps->file;
+				m->line = ps->line;
+				p->models = xreallocarray(p->models, p->nmodels + 1, sizeof *p->models);
+				p->models[p->nmodels++] = m;
+				ps->cur = m;
+			}
+		}
+	} else {
+		static const char *const kinds[] = {"settings", "model", "release"};
+		const char *near = closest(s, kinds, ARRAY_LEN(kinds));
+		if (!strcmp(s, "release"))
+			perr(ps, "release sections are not supported yet by this quantmake");
+		else if (near)
+			perr(ps, "unknown section '[%s]' (did you mean '[%s ...]'?)", text, near);
+		else
+			perr(ps, "unknown section '[%s]': expected [settings], [model NAME] or [model NAME : BASE]", text);
+	}
+	free(buf);
+}
+
+/* fgets-style reader that counts lines and sees section headers */
+static char *reader(char *str, int num, void *stream)
+{
+	Parser *ps = stream;
+	if (!fgets(str, num, ps->f))
+		return NULL;
+	ps->line++;
+	ps->indented = str[0] == ' ' || str[0] == '\t';
+	const char *s = str;
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (*s == '[' && !ps->indented) {
+		char *end = strrchr(s, ']');
+		if (end) {
+			char *text = xstrndup(s + 1, (size_t)(end - s - 1));
+			begin_section(ps, text);
+			free(text);
+		}
+	}
+	return str;
+}
+
+static void sec_add(Section *s, const char *key, const char *value, const char *file, int line)
+{
+	if (s->nkv == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 8;
+		s->kv = xreallocarray(s->kv, s->cap, sizeof *s->kv);
+	}
+	s->kv[s->nkv++] = (KV){xstrdup(key), xstrdup(value), file, line};
+}
+
+const KV *sec_find(const Section *s, const char *key)
+{
+	for (size_t i = 0; i < s->nkv; i++)
+		if (!strcmp(s->kv[i].key, key))
+			return &s->kv[i];
+	return NULL;
+}
+
+const char *sec_get(const Section *s, const char *key)
+{
+	const KV *kv = sec_find(s, key);
+	return kv ? kv->value : NULL;
+}
+
+static const char *const settings_keys[] = {"cache", "jobs", "build-dir"};
+
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+	Parser *ps = user;
+	(void)section;
+	if (ps->msg[0])
+		return 0;
+	if (!ps->cur)
+		return perr(ps, "key '%s' outside of a [settings] or [model NAME] section", name);
+	Section *s = ps->cur;
+	KV *old = (KV *)sec_find(s, name);
+	if (old && ps->indented && old->line < ps->line) {
+		/* continuation line of a multi-line value */
+		char *v = xasprintf("%s %s", old->value, value);
+		free(old->value);
+		old->value = v;
+		return 1;
+	}
+	if (old)
+		return perr(ps, "key '%s' is set twice in this section (first at line %d)", name, old->line);
+	if (s->kind == SEC_SETTINGS) {
+		size_t i;
+		for (i = 0; i < ARRAY_LEN(settings_keys); i++)
+			if (!strcmp(name, settings_keys[i]))
+				break;
+		if (i == ARRAY_LEN(settings_keys)) {
+			const char *near = closest(name, settings_keys, ARRAY_LEN(settings_keys));
+			return near ? perr(ps, "unknown setting '%s' (did you mean '%s'?)", name, near)
+				    : perr(ps, "unknown setting '%s': expected cache, jobs or build-dir", name);
+		}
+		if (!strcmp(name, "jobs")) {
+			char *end;
+			long j = strtol(value, &end, 10);
+			if (*end || j < 1 || j > 1024)
+				return perr(ps, "jobs must be a number from 1 to 1024, got '%s'", value);
+		}
+	} else {
+		const Stage *st;
+		const StageParam *prm = stage_param_find(name, &st);
+		if (!prm) {
+			const char *cands[256];
+			size_t n = 0;
+			for (size_t i = 0; stage_table[i]; i++)
+				for (const StageParam *q = stage_table[i]->params; q->key && n < 256; q++)
+					cands[n++] = q->key;
+			const char *near = closest(name, cands, n);
+			return near ? perr(ps, "unknown key '%s' in model '%s' (did you mean '%s'?)", name, s->name, near)
+				    : perr(ps, "unknown key '%s' in model '%s'", name, s->name);
+		}
+		if (stage_param_check(prm, value) < 0)
+			return perr(ps, "model '%s': %s", s->name, errmsg());
+	}
+	sec_add(s, name, value, ps->file, ps->line);
+	return 1;
+}
+
+static int parse_file(Project *p, const char *path, const char *rel)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return error("cannot open rule file '%s':", rel);
+	p->files = xreallocarray(p->files, p->nfiles + 1, sizeof *p->files);
+	p->files[p->nfiles++] = xstrdup(rel);
+	Parser ps = {.p = p, .f = f, .file = p->files[p->nfiles - 1]};
+	ini_allow_inline_comments = 0;
+	ini_allow_multiline = 1;
+	ini_stop_on_first_error = 1;
+	ini_use_stack = 0;
+	ini_allow_realloc = 1;
+	ini_max_line = 1 << 16;
+	int r = ini_parse_stream(reader, &ps, handler, &ps);
+	fclose(f);
+	if (ps.msg[0])
+		return error("%s", ps.msg);
+	if (r > 0)
+		return error("%s:%d: syntax error: expected '[section]', 'key = value' or a comment", rel, r);
+	if (r < 0)
+		return error("cannot read rule file '%s'", rel);
+	return 0;
+}
+
+static int resolve(Project *p, Section *m, int depth)
+{
+	if (m->resolved)
+		return 0;
+	if (!m->base) {
+		m->resolved = 1;
+		return 0;
+	}
+	if (depth > (int)p->nmodels)
+		return error("%s:%d: inheritance cycle through model '%s'", m->file, m->line, m->name);
+	Section *b = project_model(p, m->base);
+	if (!b) {
+		const char **names = xcalloc(p->nmodels, sizeof *names);
+		for (size_t i = 0; i < p->nmodels; i++)
+			names[i] = p->models[i]->name;
+		const char *near = closest(m->base, names, p->nmodels);
+		int r = near ? error("%s:%d: model '%s' inherits unknown model '%s' (did you mean '%s'?)",
+				     m->file, m->line, m->name, m->base, near)
+			     : error("%s:%d: model '%s' inherits unknown model '%s'", m->file, m->line, m->name, m->base);
+		free(names);
+		return r;
+	}
+	if (resolve(p, b, depth + 1) < 0)
+		return -1;
+	for (size_t i = 0; i < b->nkv; i++) {
+		const KV *kv = &b->kv[i];
+		/* source and export exclude each other: a child setting either
+		 * replaces both of the base's */
+		int is_src = !strcmp(kv->key, "source") || !strcmp(kv->key, "export");
+		if (sec_find(m, kv->key))
+			continue;
+		if (is_src && (sec_find(m, "source") || sec_find(m, "export")))
+			continue;
+		sec_add(m, kv->key, kv->value, kv->file, kv->line);
+	}
+	m->resolved = 1;
+	return 0;
+}
+
+static int cmpstr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int rules_load(const char *root, const char *file, Project **out)
+{
+	Project *p = xcalloc(1, sizeof *p);
+	p->root = xstrdup(root);
+	p->settings.kind = SEC_SETTINGS;
+	p->settings.name = xstrdup("settings");
+	int r = 0;
+	if (file) {
+		r = parse_file(p, file, file);
+	} else {
+		char *dir = path_join(root, "rules");
+		DIR *d = opendir(dir);
+		if (!d) {
+			r = error("no rules: '%s/rules/' does not exist (or use -f FILE)", root);
+		} else {
+			PtrVec names = {0};
+			struct dirent *e;
+			while ((e = readdir(d))) {
+				size_t n = strlen(e->d_name);
+				if (n > 6 && !strcmp(e->d_name + n - 6, ".rules"))
+					pv_push(&names, xstrdup(e->d_name));
+			}
+			closedir(d);
+			qsort(names.v, names.n, sizeof *names.v, cmpstr);
+			if (!names.n)
+				r = error("no rule files: '%s' holds no *.rules file", dir);
+			for (size_t i = 0; i < names.n; i++) {
+				if (r == 0) {
+					char *full = path_join(dir, names.v[i]);
+					char *rel = xasprintf("rules/%s", (char *)names.v[i]);
+					r = parse_file(p, full, rel);
+					free(full);
+					free(rel);
+				}
+				free(names.v[i]);
+			}
+			pv_free(&names);
+		}
+		free(dir);
+	}
+	for (size_t i = 0; r == 0 && i < p->nmodels; i++)
+		r = resolve(p, p->models[i], 0);
+	for (size_t i = 0; r == 0 && i < p->nmodels; i++) {
+		Section *m = p->models[i];
+		const KV *src = sec_find(m, "source"), *exp = sec_find(m, "export");
+		if (src && exp)
+			r = error("%s:%d: model '%s' has both source (line %d) and export (line %d): keep one",
+				  m->file, m->line, m->name, src->line, exp->line);
+		else if (!src && !exp)
+			r = error("%s:%d: model '%s' needs 'source = PATH' or 'export = COMMAND'",
+				  m->file, m->line, m->name);
+	}
+	if (r < 0) {
+		project_free(p);
+		return -1;
+	}
+	*out = p;
+	return 0;
+}
+
+static void sec_free(Section *s)
+{
+	for (size_t i = 0; i < s->nkv; i++) {
+		free(s->kv[i].key);
+		free(s->kv[i].value);
+	}
+	free(s->kv);
+	free(s->name);
+	free(s->base);
+}
+
+void project_free(Project *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nmodels; i++) {
+		sec_free(p->models[i]);
+		free(p->models[i]);
+	}
+	free(p->models);
+	sec_free(&p->settings);
+	for (size_t i = 0; i < p->nfiles; i++)
+		free(p->files[i]);
+	free(p->files);
+	free(p->root);
+	free(p);
+}

@@ -1,0 +1,91 @@
+/* stage.c — the stage table and parameter checks (see stage.h). */
+#include "stages/stage.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "rules/rules.h"
+
+const Stage *const stage_table[] = {
+	&stage_export,
+	&stage_infer_shapes,
+	NULL,
+};
+
+const Stage *stage_find(const char *name)
+{
+	for (size_t i = 0; stage_table[i]; i++)
+		if (!strcmp(stage_table[i]->name, name))
+			return stage_table[i];
+	return NULL;
+}
+
+const StageParam *stage_param_find(const char *key, const Stage **stage)
+{
+	for (size_t i = 0; stage_table[i]; i++)
+		for (const StageParam *p = stage_table[i]->params; p->key; p++)
+			if (!strcmp(p->key, key)) {
+				if (stage)
+					*stage = stage_table[i];
+				return p;
+			}
+	return NULL;
+}
+
+const char *stage_param_value(const Section *sec, const char *key)
+{
+	const char *v = sec_get(sec, key);
+	if (v)
+		return v;
+	const StageParam *p = stage_param_find(key, NULL);
+	return p ? p->dflt : NULL;
+}
+
+static int enum_has(const char *values, const char *v)
+{
+	size_t n = strlen(v);
+	for (const char *s = values; s && *s;) {
+		const char *e = strchr(s, '|');
+		size_t l = e ? (size_t)(e - s) : strlen(s);
+		if (l == n && !strncmp(s, v, n))
+			return 1;
+		s = e ? e + 1 : NULL;
+	}
+	return 0;
+}
+
+int stage_param_check(const StageParam *p, const char *value)
+{
+	char *end;
+	switch (p->kind) {
+	case PARAM_ENUM:
+		if (!enum_has(p->values, value)) {
+			StrBuf sb = {0};
+			for (const char *s = p->values; *s; s++)
+				sb_puts(&sb, *s == '|' ? ", " : (char[]){*s, 0});
+			int r = error("%s = '%s' is not valid: expected one of %s", p->key, value, sb.buf);
+			sb_release(&sb);
+			return r;
+		}
+		return 0;
+	case PARAM_INT:
+		strtoll(value, &end, 10);
+		if (!*value || *end)
+			return error("%s = '%s' is not valid: expected an integer", p->key, value);
+		return 0;
+	case PARAM_FLOAT:
+		strtod(value, &end);
+		if (!*value || *end)
+			return error("%s = '%s' is not valid: expected a number", p->key, value);
+		return 0;
+	case PARAM_BOOL:
+		if (strcmp(value, "true") && strcmp(value, "false") && strcmp(value, "yes") &&
+		    strcmp(value, "no") && strcmp(value, "on") && strcmp(value, "off"))
+			return error("%s = '%s' is not valid: expected true or false", p->key, value);
+		return 0;
+	default:
+		if (!*value)
+			return error("%s is empty", p->key);
+		return 0;
+	}
+}

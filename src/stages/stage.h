@@ -1,0 +1,69 @@
+/* stage.h — the stage interface: export, infer-shapes, preprocess, quantize,
+ * verify. Each stage declares its rule keys (used to validate rule files and
+ * to build the canonical part of the action key) and a run function that
+ * reads its input model(s) and writes its outputs into a fresh directory.
+ *
+ * Stages run in a child process (src/build.c), so a crash or a Ctrl-C never
+ * leaves partial outputs: only a complete output directory is stored. */
+#ifndef QM_STAGES_STAGE_H
+#define QM_STAGES_STAGE_H
+
+#include <stdio.h>
+
+#include "util.h"
+
+struct Section;
+
+enum { PARAM_TEXT, PARAM_ENUM, PARAM_INT, PARAM_FLOAT, PARAM_BOOL, PARAM_LIST };
+
+typedef struct StageParam {
+	const char *key;      /* rule key, e.g. "infer-shapes", "export.deps" */
+	int kind;             /* PARAM_* */
+	const char *values;   /* PARAM_ENUM: allowed values separated by '|' */
+	const char *dflt;     /* default value, or NULL for none */
+	int in_key;           /* part of the action key (0: e.g. purely cosmetic) */
+	const char *help;     /* one line, for the man page and errors */
+} StageParam;
+
+typedef struct StageCtx {
+	const char *model;        /* model name */
+	const char *root;         /* project root: the stage's working directory */
+	const struct Section *sec;/* the model's (inherited) section */
+	const char *input;        /* input model file, or NULL (export) */
+	const char *reference;    /* float reference model (verify), or NULL */
+	const char *outdir;       /* write every output file here */
+	const char *output;       /* outdir/<model>.onnx: the main output */
+	PtrVec *deps;             /* discovered input files (project-relative
+				     paths, malloc'd) the stage read */
+	FILE *log;                /* progress and warnings (captured) */
+} StageCtx;
+
+typedef struct Stage {
+	const char *name;
+	int version;              /* bump when the output for the same inputs changes */
+	const StageParam *params; /* terminated by {NULL} */
+	/* does this model run the stage? (given the model's section) */
+	int (*wanted)(const struct Section *sec);
+	/* files the stage reads besides its input model, project-relative,
+	 * appended to files (hashed into the key); may be NULL */
+	int (*declared_inputs)(const struct Section *sec, const char *root, PtrVec *files);
+	int (*run)(StageCtx *c);  /* 0 or -1 after error() */
+} Stage;
+
+/* all stages in pipeline order, NULL-terminated */
+extern const Stage *const stage_table[];
+
+/* the stage called name, or NULL */
+const Stage *stage_find(const char *name);
+/* the declaring stage and param of a model key, or NULL */
+const StageParam *stage_param_find(const char *key, const Stage **stage);
+/* effective value of key for a model: its own or the default (NULL if none) */
+const char *stage_param_value(const struct Section *sec, const char *key);
+/* check value against the param; 0, or -1 with error() describing what was expected */
+int stage_param_check(const StageParam *p, const char *value);
+
+/* the individual stages */
+extern const Stage stage_export;
+extern const Stage stage_infer_shapes;
+
+#endif

@@ -1,0 +1,208 @@
+/* statcache.c — stat-keyed hash cache (see statcache.h).
+ *
+ * File format (version 1), little-endian:
+ *   8 bytes  magic "QMSTAT1\n"
+ *   then records of 56 bytes: u64 dev, u64 ino, i64 size, i64 mtime_ns,
+ *   i64 ctime_ns, 16 bytes XXH3-128 digest.
+ * A file whose length is not 8 + 56k, or with another magic, is ignored. */
+#include "statcache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+typedef struct Entry {
+	uint64_t dev, ino;
+	int64_t size, mtime, ctime;
+	Hash h;
+	int used;
+} Entry;
+
+struct StatCache {
+	char *path;
+	Entry *tab;
+	size_t cap, n;
+	int dirty;
+	long reads;
+	pthread_mutex_t mu;
+};
+
+static const char MAGIC[8] = "QMSTAT1\n";
+enum { RECSZ = 56 };
+
+static size_t slot(const StatCache *sc, uint64_t dev, uint64_t ino)
+{
+	uint64_t k = (dev * 0x9E3779B97F4A7C15ull) ^ (ino * 0xC2B2AE3D27D4EB4Full);
+	k ^= k >> 29;
+	return (size_t)k & (sc->cap - 1);
+}
+
+static Entry *find(StatCache *sc, uint64_t dev, uint64_t ino, int create)
+{
+	if (create && (sc->n + 1) * 2 > sc->cap) {
+		Entry *old = sc->tab;
+		size_t oldcap = sc->cap;
+		sc->cap = sc->cap ? sc->cap * 2 : 1024;
+		sc->tab = xcalloc(sc->cap, sizeof *sc->tab);
+		sc->n = 0;
+		for (size_t i = 0; i < oldcap; i++)
+			if (old[i].used) {
+				Entry *e = find(sc, old[i].dev, old[i].ino, 1);
+				*e = old[i];
+				sc->n++;
+			}
+		free(old);
+	}
+	if (!sc->cap)
+		return NULL;
+	for (size_t i = slot(sc, dev, ino);; i = (i + 1) & (sc->cap - 1)) {
+		Entry *e = &sc->tab[i];
+		if (!e->used) {
+			if (!create)
+				return NULL;
+			e->dev = dev;
+			e->ino = ino;
+			return e;
+		}
+		if (e->dev == dev && e->ino == ino)
+			return e;
+	}
+}
+
+static void put_stat(StatCache *sc, const struct stat *st, Hash h)
+{
+	Entry *e = find(sc, (uint64_t)st->st_dev, (uint64_t)st->st_ino, 1);
+	if (!e->used)
+		sc->n++;
+	e->used = 1;
+	e->size = st->st_size;
+	e->mtime = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	e->ctime = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+	e->h = h;
+	sc->dirty = 1;
+}
+
+StatCache *statcache_open(const char *path)
+{
+	StatCache *sc = xcalloc(1, sizeof *sc);
+	pthread_mutex_init(&sc->mu, NULL);
+	sc->path = path ? xstrdup(path) : NULL;
+	char *data;
+	size_t len;
+	if (!path || access(path, F_OK) != 0 || read_file(path, &data, &len) < 0)
+		return sc;
+	if (len < 8 || memcmp(data, MAGIC, 8) || (len - 8) % RECSZ) {
+		warn("ignoring corrupt stat cache '%s'", path);
+		free(data);
+		return sc;
+	}
+	for (size_t off = 8; off < len; off += RECSZ) {
+		Entry r = {0};
+		memcpy(&r.dev, data + off, 8);
+		memcpy(&r.ino, data + off + 8, 8);
+		memcpy(&r.size, data + off + 16, 8);
+		memcpy(&r.mtime, data + off + 24, 8);
+		memcpy(&r.ctime, data + off + 32, 8);
+		memcpy(r.h.b, data + off + 40, 16);
+		r.used = 1;
+		Entry *e = find(sc, r.dev, r.ino, 1);
+		if (!e->used)
+			sc->n++;
+		*e = r;
+	}
+	free(data);
+	return sc;
+}
+
+int statcache_hash(StatCache *sc, const char *path, Hash *out)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return error("cannot stat '%s':", path);
+	int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	int64_t ct = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+	pthread_mutex_lock(&sc->mu);
+	Entry *e = find(sc, (uint64_t)st.st_dev, (uint64_t)st.st_ino, 0);
+	if (e && e->size == st.st_size && e->mtime == mt && e->ctime == ct) {
+		*out = e->h;
+		pthread_mutex_unlock(&sc->mu);
+		return 0;
+	}
+	sc->reads++;
+	pthread_mutex_unlock(&sc->mu);
+	if (hash_file(path, out) < 0)
+		return -1;
+	/* A file modified within the last few milliseconds may change again
+	 * without a visible timestamp change: do not trust such entries. */
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	int64_t nowns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+	struct stat st2;
+	if (stat(path, &st2) == 0 && st2.st_mtim.tv_sec == st.st_mtim.tv_sec &&
+	    st2.st_mtim.tv_nsec == st.st_mtim.tv_nsec && st2.st_size == st.st_size &&
+	    nowns - mt > 10000000) {
+		pthread_mutex_lock(&sc->mu);
+		put_stat(sc, &st, *out);
+		pthread_mutex_unlock(&sc->mu);
+	}
+	return 0;
+}
+
+void statcache_put(StatCache *sc, const char *path, Hash h)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return;
+	pthread_mutex_lock(&sc->mu);
+	put_stat(sc, &st, h);
+	pthread_mutex_unlock(&sc->mu);
+}
+
+long statcache_reads(const StatCache *sc)
+{
+	return sc->reads;
+}
+
+int statcache_save(StatCache *sc)
+{
+	if (!sc->path || !sc->dirty)
+		return 0;
+	StrBuf sb = {0};
+	sb_add(&sb, MAGIC, 8);
+	for (size_t i = 0; i < sc->cap; i++) {
+		Entry *e = &sc->tab[i];
+		if (!e->used)
+			continue;
+		sb_add(&sb, &e->dev, 8);
+		sb_add(&sb, &e->ino, 8);
+		sb_add(&sb, &e->size, 8);
+		sb_add(&sb, &e->mtime, 8);
+		sb_add(&sb, &e->ctime, 8);
+		sb_add(&sb, e->h.b, 16);
+	}
+	char *dir = path_dir(sc->path);
+	int r = mkdirs(dir);
+	free(dir);
+	if (r == 0)
+		r = write_file_atomic(sc->path, sb.buf, sb.len);
+	sb_release(&sb);
+	if (r == 0)
+		sc->dirty = 0;
+	return r;
+}
+
+void statcache_close(StatCache *sc)
+{
+	if (!sc)
+		return;
+	pthread_mutex_destroy(&sc->mu);
+	free(sc->tab);
+	free(sc->path);
+	free(sc);
+}

@@ -3,8 +3,9 @@
 
 PREFIX   ?= /usr/local
 CC       ?= cc
-PKGS      = libprotobuf-c libxxhash libarchive libgit2 inih openblas jansson
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# OpenBLAS is compiled against but not linked: src/blas.c loads it on first use.
+PKGS      = libprotobuf-c libxxhash libarchive libgit2 inih jansson
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) openblas 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 
@@ -23,13 +24,13 @@ WARN     = -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla -Wformat=2
 CFLAGS  ?=
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) -pthread \
              -Isrc -I$(OBJ)/gen $(PKG_CFLAGS) $(CFLAGS)
-LDLIBS   = $(PKG_LIBS) -lm -pthread
+LDLIBS   = -Wl,--as-needed $(PKG_LIBS) -lm -ldl -pthread
 
 SRCS := $(sort $(shell find src -name '*.c'))
 OBJS := $(SRCS:%.c=$(OBJ)/%.o) $(OBJ)/gen/onnx.pb-c.o $(OBJ)/gen/op_registry.o
 BIN  := $(OBJ)/quantmake
 
-.PHONY: all clean check deps install bench
+.PHONY: all clean check deps install bench example
 all: quantmake
 
 quantmake: $(BIN)
@@ -59,6 +60,9 @@ $(OBJ)/%.o: %.c $(OBJ)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
+# XXH3 with AVX2 for file hashing, chosen at run time (src/hash.c)
+$(OBJ)/src/hash_avx2.o: ALL_CFLAGS += -mavx2
+
 -include $(OBJS:.o=.d)
 
 # Installs the Debian packages and the PyPI test oracles (idempotent).
@@ -72,6 +76,11 @@ check: deps
 	$(MAKE) SANITIZE=1 obj/asan/quantmake
 	$(MAKE) quantmake
 	QUANTMAKE=$(CURDIR)/obj/asan/quantmake sh tests/run.sh
+
+# Sets everything up and builds the repository's example models (rules/).
+example: deps
+	$(MAKE) quantmake
+	./quantmake all
 
 bench: quantmake
 	sh bench/run.sh

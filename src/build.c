@@ -21,8 +21,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <stdint.h>
 #include <unistd.h>
 
+#include "buildlog.h"
 #include "cache.h"
 #include "hash.h"
 #include "stages/stage.h"
@@ -49,6 +51,7 @@ typedef struct Action {
 	int fd;
 	StrBuf log;
 	double start;
+	struct timespec start_real;
 	int tries;
 	char *why;             /* reason it runs, for --explain and -n */
 } Action;
@@ -58,6 +61,7 @@ typedef struct Build {
 	const BuildOpts *o;
 	Cache *cache;
 	StatCache *sc;
+	BuildLog *log;
 	Action **acts;
 	size_t nacts;
 	int visiting_depth;
@@ -91,10 +95,9 @@ static char *label(const Action *a)
 static Action *chain_find(Build *b, const Section *m, const char *stage)
 {
 	Action *last = NULL;
-	for (size_t i = 0; i < b->nacts; i++) {
+	size_t first = (size_t)(uintptr_t)m->user;
+	for (size_t i = first ? first - 1 : b->nacts; i < b->nacts && b->acts[i]->model == m; i++) {
 		Action *a = b->acts[i];
-		if (a->model != m)
-			continue;
 		if (stage && !strcmp(a->stage->name, stage))
 			return a;
 		if (a->last)
@@ -160,6 +163,7 @@ static int expand_model(Build *b, Section *m, PtrVec *stack)
 		free(name);
 	}
 	Action *prev = NULL;
+	size_t nstages = 0;
 	for (size_t i = 0; stage_table[i]; i++) {
 		const Stage *st = stage_table[i];
 		if (!st->wanted(m))
@@ -171,10 +175,13 @@ static int expand_model(Build *b, Section *m, PtrVec *stack)
 		a->fd = -1;
 		b->acts = xreallocarray(b->acts, b->nacts + 1, sizeof *b->acts);
 		b->acts[b->nacts++] = a;
+		nstages++;
 		prev = a;
 	}
 	if (prev)
 		prev->last = 1;
+	/* index + 1 of the model's first action (b->acts moves as it grows) */
+	m->user = (void *)(uintptr_t)(b->nacts - nstages + 1);
 	return 0;
 }
 
@@ -294,21 +301,13 @@ static int make_key(Build *b, Action *a)
 	return 0;
 }
 
-static char *state_path(Build *b, const Action *a)
-{
-	return xasprintf("%s/.quantmake/keys/%s.%s", b->o->build_dir, a->model->name, a->stage->name);
-}
-
 /* Explain what differs between the last recorded key text and the new one. */
 static char *explain(Build *b, const Action *a)
 {
-	char *path = state_path(b, a), *old;
-	size_t len;
-	if (access(path, F_OK) != 0 || read_file(path, &old, &len) < 0) {
-		free(path);
+	LogEntry *e = buildlog_get(b->log, a->model->name, a->stage->name);
+	if (!e)
 		return xstrdup("no previous build of it recorded here");
-	}
-	free(path);
+	const char *old = e->rec.keytext;
 	StrBuf sb = {0};
 	char *save = NULL;
 	/* lines of the new text missing from the old one: changed items */
@@ -344,26 +343,20 @@ static char *explain(Build *b, const Action *a)
 		free(prefix);
 	}
 	free(cur);
-	free(old);
 	if (!sb.len)
 		sb_puts(&sb, "inputs unchanged, but no cached result (evicted or never stored here)");
 	return sb_detach(&sb);
 }
 
-static void remember_key(Build *b, const Action *a)
+static void remember(Build *b, const Action *a)
 {
-	if (b->o->dry_run)
-		return;
-	char *path = state_path(b, a), *dir = path_dir(path);
-	if (mkdirs(dir) == 0)
-		write_file_atomic(path, a->keytext, strlen(a->keytext));
-	free(dir);
-	free(path);
+	if (!b->o->dry_run && a->have_rec)
+		buildlog_put(b->log, a->model->name, a->stage->name, &a->rec);
 }
 
 /* A record is usable when its discovered deps are unchanged and every
  * output object is present. */
-static int record_valid(Build *b, const ActionRec *r, char **why)
+static int record_valid(Build *b, const ActionRec *r, char **why, int check_objects)
 {
 	for (size_t i = 0; i < r->ndeps; i++) {
 		Hash h;
@@ -372,7 +365,7 @@ static int record_valid(Build *b, const ActionRec *r, char **why)
 			return 0;
 		}
 	}
-	for (size_t i = 0; i < r->nouts; i++) {
+	for (size_t i = 0; check_objects && i < r->nouts; i++) {
 		char *p = cache_object_path(b->cache, r->outs[i].h);
 		int ok = access(p, F_OK) == 0;
 		free(p);
@@ -499,7 +492,7 @@ static _Noreturn void child_main(Build *b, Action *a)
 	r.outs = xcalloc(names.n, sizeof *r.outs);
 	for (size_t i = 0; i < names.n; i++) {
 		char *p = path_join(outdir, names.v[i]);
-		if (cache_put_file(b->cache, p, &r.outs[i].h, &r.outs[i].size) < 0) {
+		if (cache_put_move(b->cache, p, &r.outs[i].h, &r.outs[i].size) < 0) {
 			fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
 			rmtree(tmp);
 			_exit(1);
@@ -562,6 +555,7 @@ static int start(Build *b, Action *a)
 	a->fd = pfd[0];
 	a->state = A_RUNNING;
 	a->start = now_sec();
+	clock_gettime(CLOCK_REALTIME, &a->start_real);
 	sb_reset(&a->log);
 	return 0;
 }
@@ -591,6 +585,7 @@ static void invalidate(Build *b, Action *a)
 	a->have_rec = 0;
 	a->state = A_PENDING;
 	a->hit = 0;
+	buildlog_drop(b->log, a->model->name, a->stage->name);
 	if (b->done)
 		b->done--;
 }
@@ -607,18 +602,37 @@ static int resolve(Build *b, Action *a)
 		a->why = xstrdup("-B given");
 		return 1;
 	}
+	char *why = NULL;
+	LogEntry *e = buildlog_get(b->log, a->model->name, a->stage->name);
+	if (e && hash_eq(e->rec.key, a->key) && record_valid(b, &e->rec, &why, 0)) {
+		/* the fast path of a no-op: known from the build log */
+		action_rec_copy(&a->rec, &e->rec);
+		a->have_rec = 1;
+		a->hit = 1;
+		a->state = A_DONE;
+		b->done++;
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (now.tv_sec - e->touched > 3600) {
+			cache_touch_action(b->cache, a->key);
+			e->touched = now.tv_sec;
+			buildlog_put(b->log, a->model->name, a->stage->name, &a->rec)->touched = now.tv_sec;
+		}
+		return 0;
+	}
+	free(why);
+	why = NULL;
 	ActionRec rec;
 	int r = cache_get_action(b->cache, a->key, &rec);
 	if (r == 1) {
-		char *why = NULL;
-		if (record_valid(b, &rec, &why)) {
+		if (record_valid(b, &rec, &why, 1)) {
 			a->rec = rec;
 			a->have_rec = 1;
 			a->hit = 1;
 			a->state = A_DONE;
 			b->done++;
 			cache_touch_action(b->cache, a->key);
-			remember_key(b, a);
+			remember(b, a);
 			return 0;
 		}
 		action_rec_free(&rec);
@@ -641,9 +655,16 @@ static void finish(Build *b, Action *a, int status)
 	int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
 	if (ok && cache_get_action(b->cache, a->key, &a->rec) == 1) {
 		a->have_rec = 1;
+		for (size_t i = 0; i < a->rec.ndeps; i++) {
+			struct stat st;
+			if (stat(a->rec.deps[i].path, &st) == 0 &&
+			    (st.st_ctim.tv_sec < a->start_real.tv_sec ||
+			     (st.st_ctim.tv_sec == a->start_real.tv_sec && st.st_ctim.tv_nsec < a->start_real.tv_nsec)))
+				statcache_put(b->sc, a->rec.deps[i].path, a->rec.deps[i].h);
+		}
 		a->state = A_DONE;
 		b->done++;
-		remember_key(b, a);
+		remember(b, a);
 		printf("[%zu/%zu] %s %s (%.2fs)\n", b->done, b->total, a->stage->name, a->model->name, dt);
 		if (a->log.len)
 			fputs(a->log.buf, stdout);
@@ -658,13 +679,14 @@ static void finish(Build *b, Action *a, int status)
 	} else {
 		a->state = A_FAILED;
 		b->failed = 1;
-		printf("FAILED: %s %s\n", a->stage->name, a->model->name);
+		fflush(stdout);
+		fprintf(stderr, "FAILED: %s %s\n", a->stage->name, a->model->name);
 		if (a->log.len)
-			fputs(a->log.buf, stdout);
+			fputs(a->log.buf, stderr);
 		if (ok)
-			printf("%s: %s: the action ended without a cache record\n", argv0, lab);
+			fprintf(stderr, "%s: %s: the action ended without a cache record\n", argv0, lab);
 		else if (WIFSIGNALED(status))
-			printf("%s: %s: killed by signal %d\n", argv0, lab, WTERMSIG(status));
+			fprintf(stderr, "%s: %s: killed by signal %d\n", argv0, lab, WTERMSIG(status));
 		skip_downstream(b, a);
 	}
 	fflush(stdout);
@@ -895,6 +917,9 @@ int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
 	char *scpath = xasprintf("%s/.quantmake/statcache", o->build_dir);
 	b.sc = statcache_open(scpath);
 	free(scpath);
+	char *logpath = xasprintf("%s/.quantmake/log", o->build_dir);
+	b.log = buildlog_open(logpath);
+	free(logpath);
 	for (size_t i = 0; i < b.nacts; i++)
 		b.total += b.acts[i]->needed;
 	int pfd[2];
@@ -939,8 +964,14 @@ int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
 		fprintf(stderr, "%s: %s\n", argv0, errmsg());
 	else if (status > 128)
 		fprintf(stderr, "%s: interrupted: stopped all actions; nothing partial was stored\n", argv0);
+	if (getenv("QUANTMAKE_STATS"))
+		fprintf(stderr, "%s: stats: %zu actions run, %zu cache hits, %ld files read for hashing\n",
+			argv0, ran, hits, statcache_reads(b.sc));
 	if (statcache_save(b.sc) < 0)
 		warn("%s", errmsg());
+	if (buildlog_save(b.log) < 0)
+		warn("%s", errmsg());
+	buildlog_close(b.log);
 	statcache_close(b.sc);
 	cache_close(b.cache);
 	close(pfd[0]);

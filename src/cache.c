@@ -181,9 +181,35 @@ int cache_put_file(Cache *c, const char *path, Hash *h, int64_t *size)
 	return r;
 }
 
+int cache_put_move(Cache *c, const char *path, Hash *h, int64_t *size)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return error("cannot stat '%s':", path);
+	if (hash_file(path, h) < 0)
+		return -1;
+	*size = st.st_size;
+	char *dst = cache_object_path(c, *h);
+	char *dir = path_dir(dst);
+	int r = mkdirs(dir);
+	free(dir);
+	if (r == 0 && access(dst, F_OK) != 0) {
+		if (chmod(path, 0444) < 0 || rename(path, dst) < 0)
+			r = error("cannot store '%s' in the cache:", path);
+	}
+	free(dst);
+	return r;
+}
+
 int cache_fetch(Cache *c, Hash h, const char *dst, unsigned mode)
 {
 	char *obj = cache_object_path(c, h);
+	if (access(obj, F_OK) != 0) {
+		char hex[HASH_HEX_LEN];
+		error("cache object %s is missing", hash_hex(h, hex));
+		free(obj);
+		return -2;
+	}
 	char *tmpl = xasprintf("%s.tmp.XXXXXX", dst);
 	Hash got;
 	int64_t size;
@@ -224,6 +250,28 @@ void action_rec_free(ActionRec *r)
 	free(r->model);
 	free(r->keytext);
 	memset(r, 0, sizeof *r);
+}
+
+void action_rec_copy(ActionRec *d, const ActionRec *s)
+{
+	memset(d, 0, sizeof *d);
+	d->key = s->key;
+	d->stage = xstrdup(s->stage ? s->stage : "");
+	d->model = xstrdup(s->model ? s->model : "");
+	d->keytext = xstrdup(s->keytext ? s->keytext : "");
+	d->seconds = s->seconds;
+	d->outs = xcalloc(s->nouts + 1, sizeof *d->outs);
+	for (size_t i = 0; i < s->nouts; i++) {
+		d->outs[i] = s->outs[i];
+		d->outs[i].name = xstrdup(s->outs[i].name);
+	}
+	d->nouts = s->nouts;
+	d->deps = xcalloc(s->ndeps + 1, sizeof *d->deps);
+	for (size_t i = 0; i < s->ndeps; i++) {
+		d->deps[i] = s->deps[i];
+		d->deps[i].path = xstrdup(s->deps[i].path);
+	}
+	d->ndeps = s->ndeps;
 }
 
 static int parse_record(char *text, ActionRec *r)

@@ -45,8 +45,11 @@ const char *cache_dir(const Cache *c);
 
 /* store a file's bytes; sets its hash and size. Atomic and idempotent. */
 int cache_put_file(Cache *c, const char *path, Hash *h, int64_t *size);
+/* store a file by renaming it into the store (it must be on the cache's
+ * file system and is gone afterwards, or left if the object existed) */
+int cache_put_move(Cache *c, const char *path, Hash *h, int64_t *size);
 /* copy object h to dst atomically, verifying its hash on the way; a
- * corrupt object is deleted and -2 returned (error() says which) */
+ * corrupt object is deleted and -2 returned, as for a missing one (error() says which) */
 int cache_fetch(Cache *c, Hash h, const char *dst, unsigned mode);
 /* path of object h (malloc'd) */
 char *cache_object_path(const Cache *c, Hash h);
@@ -59,6 +62,8 @@ void cache_touch_action(Cache *c, Hash key);
 int cache_lock(Cache *c, Hash key);
 void cache_unlock(int fd);
 void action_rec_free(ActionRec *r);
+/* deep copy of src into dst (dst is overwritten, not freed) */
+void action_rec_copy(ActionRec *dst, const ActionRec *src);
 
 /* evict least recently used actions (and objects only they reference), and
  * unreferenced objects, until the objects total at most max_bytes; prints

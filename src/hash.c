@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "hash_avx2.h"
 #include "util.h"
 
 struct HashState {
@@ -62,6 +63,11 @@ int hash_fd(int fd, const char *path, Hash *out)
 	char *buf = aligned_alloc(4096, BUFSZ);
 	if (!buf)
 		fatalx(1, "out of memory");
+	if (__builtin_cpu_supports("avx2")) {
+		int r = hash_fd_avx2(fd, buf, BUFSZ, out->b);
+		free(buf);
+		return r < 0 ? error("cannot read '%s':", path) : 0;
+	}
 	XXH3_state_t *st = XXH3_createState();
 	if (!st)
 		fatalx(1, "out of memory (XXH3 state)");

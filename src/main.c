@@ -8,11 +8,13 @@
 
 #include "build.h"
 #include "cache.h"
+#include "hash.h"
 #include "commands.h"
 #include "rules/rules.h"
 #include "util.h"
 
 static int cmd_clean(int argc, char **argv);
+static int cmd_hash(int argc, char **argv);
 static int cmd_gc(int argc, char **argv);
 static int cmd_graph(int argc, char **argv);
 
@@ -21,6 +23,7 @@ static const struct {
 	int (*fn)(int, char **);
 	const char *help;
 } commands[] = {
+	{"hash", cmd_hash, "hash FILE...             print XXH3-128 digests (as xxhsum -H2)"},
 	{"clean", cmd_clean, "clean [--cache]          remove the build directory (and the cache)"},
 	{"gc", cmd_gc, "gc --max-size SIZE       evict least recently used cache entries"},
 	{"graph", cmd_graph, "graph [TARGET...]        print the action graph (Graphviz dot)"},
@@ -121,6 +124,26 @@ static int cmd_gc(int argc, char **argv)
 	cache_close(c);
 	project_free(p);
 	return r < 0 ? 1 : 0;
+}
+
+static int cmd_hash(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: quantmake hash FILE...\n");
+		return 2;
+	}
+	int r = 0;
+	for (int i = 1; i < argc; i++) {
+		Hash h;
+		char hex[HASH_HEX_LEN];
+		if (hash_file(argv[i], &h) < 0) {
+			fprintf(stderr, "%s: %s\n", argv0, errmsg());
+			r = 1;
+			continue;
+		}
+		printf("%s  %s\n", hash_hex(h, hex), argv[i]);
+	}
+	return r;
 }
 
 static int cmd_graph(int argc, char **argv)

@@ -79,13 +79,19 @@ const char *errmsg(void)
 
 int error_prefix(const char *fmt, ...)
 {
-	char old[sizeof errbuf], pre[512];
+	char old[sizeof errbuf];
 	va_list ap;
 	memcpy(old, errbuf, sizeof old);
 	va_start(ap, fmt);
-	vsnprintf(pre, sizeof pre, fmt, ap);
+	int n = vsnprintf(errbuf, sizeof errbuf, fmt, ap);
 	va_end(ap);
-	snprintf(errbuf, sizeof errbuf, "%s: %s", pre, old);
+	if (n >= 0 && (size_t)n + 2 < sizeof errbuf) {
+		size_t left = sizeof errbuf - (size_t)n;
+		errbuf[n] = ':';
+		errbuf[n + 1] = ' ';
+		memcpy(errbuf + n + 2, old, left - 2);
+		errbuf[sizeof errbuf - 1] = 0;
+	}
 	return -1;
 }
 

@@ -12,6 +12,10 @@ if [ ! -d "$DATA/node" ]; then
 	echo "SKIP: infer_conformance: $DATA not found (install libonnx-testdata)"
 	exit 0
 fi
+if [ ! -x "$QUANTMAKE" ]; then
+	echo "FAIL: infer_conformance: $QUANTMAKE is not an executable"
+	exit 1
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for d in node pytorch-converted pytorch-operator simple; do
@@ -26,6 +30,11 @@ while [ -s "$tmp/todo" ] && [ $rounds -lt 50 ]; do
 	rounds=$((rounds + 1))
 	xargs "$QUANTMAKE" infer-shapes --check-against-declared --skip "$SKIPS" \
 		< "$tmp/todo" > "$tmp/out" 2> "$tmp/err"
+	if ! grep -qE '^(PASS|FAIL|SKIP): ' "$tmp/out"; then
+		# nothing ran at all: a broken binary, not one bad model
+		echo "FAIL: infer_conformance: $(wc -l < "$tmp/todo") models not checked: $(head -c 300 "$tmp/err")"
+		break
+	fi
 	grep -E '^(PASS|FAIL|SKIP): ' "$tmp/out" >> "$tmp/res"
 	# models with no result line yet
 	sed -E 's/^[A-Z]+: ([^:]+)(:.*)?$/\1/' "$tmp/res" | sort > "$tmp/done"

@@ -24,6 +24,10 @@ if [ -z "$QUANTMAKE" ]; then
 		echo "FAIL: conformance: cannot build quantmake"; exit 1; }
 	QUANTMAKE="$ROOT/obj/conformance/quantmake"
 fi
+if [ ! -x "$QUANTMAKE" ]; then
+	echo "FAIL: conformance: $QUANTMAKE is not an executable"
+	exit 1
+fi
 if [ ! -d "$DATA" ]; then
 	echo "SKIP: conformance: $DATA not found (apt-get install libonnx-testdata)"
 	exit 0

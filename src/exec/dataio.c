@@ -389,6 +389,18 @@ out:
 
 /* ---- TensorProto .pb ---- */
 
+int tensor_load_proto(Model *m, const Onnx__TensorProto *p, Tensor *t)
+{
+	if (tensor_proto_numel(p) != 0 || p->n_dims > QM_MAX_RANK)
+		return tensor_from_proto(m, p, t);
+	memset(t, 0, sizeof *t);
+	if (tensor_alloc(t, p->has_data_type ? p->data_type : 0, (int)p->n_dims, p->dims) < 0)
+		return error_prefix("tensor '%s'", p->name ? p->name : "");
+	if (p->name)
+		t->name = xstrdup(p->name);
+	return 0;
+}
+
 int pb_parse(const void *buf, size_t len, const char *what, Tensor *t)
 {
 	memset(t, 0, sizeof *t);
@@ -417,7 +429,7 @@ int pb_parse(const void *buf, size_t len, const char *what, Tensor *t)
 		goto out;
 	}
 	Model dummy = {0};
-	if (tensor_from_proto(&dummy, p, t) < 0) {
+	if (tensor_load_proto(&dummy, p, t) < 0) {
 		error_prefix("%s", what);
 		goto out;
 	}
@@ -571,7 +583,8 @@ static int add_path(SampleIter *it, const char *path)
 		if (de->d_name[0] != '.')
 			pv_push(&names, xstrdup(de->d_name));
 	closedir(d);
-	qsort(names.v, names.n, sizeof *names.v, cmp_str);
+	if (names.n)
+		qsort(names.v, names.n, sizeof *names.v, cmp_str);
 	size_t before = it->n;
 	for (size_t i = 0; i < names.n; i++) {
 		char *p = path_join(path, names.v[i]);

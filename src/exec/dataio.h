@@ -36,6 +36,10 @@ int npz_read(const char *path, TensorList *out);
 /* ts[i].name names member i ("arr_i" when NULL) */
 int npz_write(const char *path, const Tensor *ts, size_t n);
 
+/* tensor_from_proto(), also for empty tensors (numel 0) whose typed data
+ * fields are absent */
+int tensor_load_proto(Model *m, const Onnx__TensorProto *p, Tensor *t);
+
 /* one serialized ONNX TensorProto */
 int pb_parse(const void *buf, size_t len, const char *what, Tensor *t);
 int pb_read(const char *path, Tensor *t);

@@ -22,6 +22,7 @@
 
 #include <cblas.h>
 
+#include "exec/dataio.h"
 #include "onnx/node.h"
 #include "util.h"
 
@@ -91,6 +92,8 @@ struct Interp {
 	size_t npool, cappool;
 	int *real_inputs;         /* indexes into main->inputs without initializer */
 	size_t nreal;
+	size_t weights;           /* bytes of loaded initializers */
+	size_t live, peak;        /* bytes of live node outputs: now, highest */
 };
 
 /* ---- names ---- */
@@ -209,7 +212,11 @@ int op_output(RunCtx *c, size_t i, int dtype, int rank, const int64_t *dims)
 	*t = s;
 	t->name = name;
 	t->data = pool_get(c->interp, t->nbytes);
-	memset(t->data, 0, t->nbytes ? t->nbytes : 1);
+#ifdef __SANITIZE_ADDRESS__
+	/* sanitizer builds fill outputs with 0xff (NaN, -1) so the conformance
+	 * suite catches a kernel that leaves elements unwritten */
+	memset(t->data, 0xff, t->nbytes ? t->nbytes : 1);
+#endif
 	t->owned = 1;
 	return 0;
 }
@@ -358,6 +365,25 @@ static int toposort(Plan *p, size_t nn, int **deps, size_t *ndeps, int *order)
 	return r;
 }
 
+/* only dense non-string tensors flow through the interpreter */
+static int check_vi(const Onnx__GraphProto *g, const Onnx__ValueInfoProto *vi, const char *what)
+{
+	const Onnx__TypeProto *tp = vi->type;
+	const char *nm = vi->name ? vi->name : "";
+	if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
+		return 0;
+	if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
+		const char *k = tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ? "sequence"
+			: tp->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE ? "map"
+			: tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ? "optional"
+			: tp->value_case == ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE ? "sparse tensor" : "non-tensor";
+		return error("graph '%s': %s '%s': %s values are not supported", gname(g), what, nm, k);
+	}
+	if (tp->tensor_type && tp->tensor_type->has_elem_type && tp->tensor_type->elem_type == DT_STRING)
+		return error("graph '%s': %s '%s': string tensors are not supported", gname(g), what, nm);
+	return 0;
+}
+
 static int plan_graph(Interp *ip, const Onnx__GraphProto *g, Plan *parent, Plan **out)
 {
 	char lb[256];
@@ -377,6 +403,12 @@ static int plan_graph(Interp *ip, const Onnx__GraphProto *g, Plan *parent, Plan 
 		error("graph '%s': sparse initializers are not supported", gname(g));
 		goto out;
 	}
+	for (size_t i = 0; i < g->n_input; i++)
+		if (check_vi(g, g->input[i], "input") < 0)
+			goto out;
+	for (size_t i = 0; i < g->n_output; i++)
+		if (check_vi(g, g->output[i], "output") < 0)
+			goto out;
 	for (size_t i = 0; i < g->n_initializer; i++) {
 		const char *nm = g->initializer[i]->name ? g->initializer[i]->name : "";
 		if (map_get(&p->map, nm) >= 0) {
@@ -542,8 +574,9 @@ static int load_consts(Interp *ip)
 			if (p->vals[s].init < 0)
 				continue;
 			const Onnx__TensorProto *tp = p->g->initializer[p->vals[s].init];
-			if (tensor_from_proto(ip->m, tp, &p->consts[s]) < 0)
+			if (tensor_load_proto(ip->m, tp, &p->consts[s]) < 0)
 				return error_prefix("initializer '%s'", vname(&p->vals[s]));
+			ip->weights += p->consts[s].nbytes;
 		}
 	}
 	return 0;
@@ -649,6 +682,12 @@ const char *interp_output_name(const Interp *ip, size_t i)
 	return i < ip->main->noutputs ? ip->main->g->output[i]->name : NULL;
 }
 
+void interp_stats(const Interp *ip, size_t *weights, size_t *peak_live)
+{
+	*weights = ip->weights;
+	*peak_live = ip->peak;
+}
+
 void interp_set_tap(Interp *ip, void (*tap)(void *ud, const char *name, const Tensor *t), void *ud)
 {
 	ip->o.tap = tap;
@@ -730,9 +769,13 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 			if (!t->data || !t->dtype)
 				r = error("node '%s' (%s): kernel produced no value for output '%s'",
 					  node_label(n, lb, sizeof lb), n->op_type, n->output[k]);
-			else
+			else {
 				f->ref[st->out[k]] = t;
+				ip->live += t->nbytes;
+			}
 		}
+		if (ip->live > ip->peak)
+			ip->peak = ip->live;
 		for (size_t k = 0; k < nout; k++)
 			release_tensor(ip, &scratch[k]);
 		if (ins != inbuf)
@@ -749,6 +792,7 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 					ip->o.tap(ip->o.tap_ud, n->output[k], f->ref[st->out[k]]);
 		for (size_t k = 0; k < st->nrelease; k++) {
 			int s = st->release[k];
+			ip->live -= ip->live >= f->t[s].nbytes ? f->t[s].nbytes : ip->live;
 			release_tensor(ip, &f->t[s]);
 			f->ref[s] = NULL;
 		}
@@ -893,10 +937,12 @@ int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *ou
 		expected_str(ip, ri, e, sizeof e);
 		return error("missing input '%s' (%s)", p->vals[s].name, e);
 	}
+	ip->live = 0;
 	int r = run_frame(ip, f, 1);
 	if (r == 0)
 		r = take_outputs(f, nout, out);
 	frame_clear(ip, f);
+	ip->live = 0;
 	return r;
 }
 

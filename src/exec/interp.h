@@ -55,6 +55,11 @@ int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *ou
 /* Change the tap between runs. */
 void interp_set_tap(Interp *ip, void (*tap)(void *ud, const char *name, const Tensor *t), void *ud);
 
+/* Memory figures: bytes of loaded initializers, and the highest total of
+ * node outputs alive at once over all runs so far (buffers freed after their
+ * last consumer are not counted). */
+void interp_stats(const Interp *ip, size_t *weights, size_t *peak_live);
+
 /* "A-7 is not supported"-style check of every node (main graph and
  * subgraphs) without loading initializers: 0 if all are supported, else -1
  * with error() naming the first unsupported operator. */

@@ -185,6 +185,60 @@ report:
 	return r;
 }
 
+/* write tensors by the extension of path: .npz all, .npy or .pb one */
+static int write_tensors(const char *path, const Tensor *ts, size_t n)
+{
+	size_t l = strlen(path);
+	int one = l > 4 && (!strcmp(path + l - 4, ".npy") || !strcmp(path + l - 3, ".pb"));
+	if (one && n != 1)
+		return error("%s: %zu tensors do not fit in one .npy/.pb file; write an .npz", path, n);
+	if (l > 4 && !strcmp(path + l - 4, ".npy"))
+		return npy_write(path, &ts[0]);
+	if (l > 3 && !strcmp(path + l - 3, ".pb"))
+		return pb_write(path, &ts[0], ts[0].name);
+	return npz_write(path, ts, n);
+}
+
+/* --dump SPEC...: print the samples found (and write the first to -o) */
+static int dump_samples(const char *const *specs, size_t n, const char *outpath)
+{
+	SampleIter *it;
+	if (samples_open(specs, n, &it) < 0)
+		return -1;
+	TensorList l;
+	int r, k = 0;
+	while ((r = samples_next(it, &l)) > 0) {
+		for (size_t i = 0; i < l.n; i++) {
+			const Tensor *t = &l.t[i];
+			char sb[256];
+			double sum = 0;
+			for (int64_t j = 0; j < t->numel && dtype_bits(t->dtype) >= 8; j++)
+				sum += tensor_get_f64(t, j);
+			printf("sample %d: %s %s %s sum=%.6g\n", k, t->name ? t->name : "-",
+			       dtype_name(t->dtype), shape_str(t->rank, t->dims, sb, sizeof sb), sum);
+		}
+		if (k == 0 && outpath && write_tensors(outpath, l.t, l.n) < 0)
+			r = -1;
+		tl_free(&l);
+		if (r < 0)
+			break;
+		k++;
+	}
+	samples_close(it);
+	return r;
+}
+
+/* --trace: one line per tensor a node produces */
+static void trace_tap(void *ud, const char *name, const Tensor *t)
+{
+	char sb[256];
+	double sum = 0;
+	for (int64_t j = 0; j < t->numel && dtype_bits(t->dtype) >= 8; j++)
+		sum += tensor_get_f64(t, j);
+	fprintf(ud, "tap: %s %s %s sum=%.6g\n", name, dtype_name(t->dtype),
+		shape_str(t->rank, t->dims, sb, sizeof sb), sum);
+}
+
 static int add_input(const char *arg, TensorList *in)
 {
 	const char *eq = strchr(arg, '=');
@@ -220,14 +274,18 @@ static int add_input(const char *arg, TensorList *in)
 int cmd_run(int argc, char **argv)
 {
 	const char *model = NULL, *dir = NULL, *outpath = NULL, *cmpdir = NULL;
-	int bench = 0, threads = 1, check = 0, conformance = 0, quiet = 0;
+	int bench = 0, threads = 1, check = 0, conformance = 0, quiet = 0, dump = 0, trace = 0;
 	TensorList in = {0};
 	PtrVec rest = {0};
 	int rc = 2;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		int more = i + 1 < argc;
-		if ((!strcmp(a, "-i") || !strcmp(a, "--input")) && more) {
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			run_usage();
+			rc = 0;
+			goto out;
+		} else if ((!strcmp(a, "-i") || !strcmp(a, "--input")) && more) {
 			if (add_input(argv[++i], &in) < 0) {
 				fprintf(stderr, "%s: %s\n", argv0, errmsg());
 				goto out;
@@ -254,15 +312,26 @@ int cmd_run(int argc, char **argv)
 			quiet = 1;
 		} else if (!strcmp(a, "--check")) {
 			check = 1;
+		} else if (!strcmp(a, "--trace")) {
+			trace = 1;
+		} else if (!strcmp(a, "--dump")) {
+			dump = 1;
 		} else if (!strcmp(a, "--conformance")) {
 			conformance = 1;
 		} else if (a[0] == '-' && a[1]) {
-			fprintf(stderr, "%s: run: unknown option '%s'\n", argv0, a);
-			run_usage();
+			fprintf(stderr, "%s: run: unknown option '%s' (see quantmake run --help)\n", argv0, a);
 			goto out;
 		} else {
 			pv_push(&rest, (void *)a);
 		}
+	}
+	if (dump) {
+		rc = 0;
+		if (dump_samples((const char *const *)rest.v, rest.n, outpath) < 0) {
+			fprintf(stderr, "%s: %s\n", argv0, errmsg());
+			rc = 2;
+		}
+		goto out;
 	}
 	if (conformance) {
 		int nfail = 0;
@@ -304,7 +373,7 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", argv0, errmsg());
 		goto out;
 	}
-	InterpOpts o = {.threads = threads};
+	InterpOpts o = {.threads = threads, .tap = trace ? trace_tap : NULL, .tap_ud = stdout};
 	Interp *ip = interp_new(m, &o);
 	Tensor *out = NULL;
 	size_t nout = 0;
@@ -342,14 +411,7 @@ int cmd_run(int argc, char **argv)
 			free(out[i].name);
 			out[i].name = xstrdup(interp_output_name(ip, i));
 		}
-		size_t ol = strlen(outpath);
-		int e;
-		if (ol > 4 && !strcmp(outpath + ol - 4, ".npy")) {
-			e = nout == 1 ? npy_write(outpath, &out[0])
-				      : error("%s: the model has %zu outputs; write them to an .npz", outpath, nout);
-		} else {
-			e = npz_write(outpath, out, nout);
-		}
+		int e = write_tensors(outpath, out, nout);
 		if (e < 0) {
 			fprintf(stderr, "%s: %s\n", argv0, errmsg());
 			rc = 1;
@@ -375,6 +437,7 @@ int cmd_run(int argc, char **argv)
 	if (bench) {
 		double *lat = xmalloc(sizeof *lat * (size_t)bench), sum = 0;
 		Tensor *tmp = xcalloc(nout ? nout : 1, sizeof *tmp);
+		interp_set_tap(ip, NULL, NULL);
 		for (int b = 0; b < bench && rc == 0; b++) {
 			double t0 = now_sec();
 			if (interp_run(ip, in.n, in.t, nout, tmp) < 0) {
@@ -383,15 +446,27 @@ int cmd_run(int argc, char **argv)
 			}
 			lat[b] = now_sec() - t0;
 			sum += lat[b];
+			/* reused buffers must not change results */
+			for (size_t i = 0; i < nout && rc == 0; i++)
+				if (tmp[i].nbytes != out[i].nbytes || tmp[i].dtype != out[i].dtype ||
+				    memcmp(tmp[i].data, out[i].data, out[i].nbytes)) {
+					fprintf(stderr, "%s: run %d: output '%s' differs from the first run\n",
+						argv0, b + 2, interp_output_name(ip, i));
+					rc = 1;
+				}
 			for (size_t i = 0; i < nout; i++)
 				tensor_free(&tmp[i]);
 		}
 		if (rc == 0) {
 			qsort(lat, (size_t)bench, sizeof *lat, cmp_dbl);
 			double mean = sum / bench;
+			size_t wb, pk;
+			interp_stats(ip, &wb, &pk);
 			printf("latency: mean %.3f ms, p50 %.3f ms, p90 %.3f ms over %d runs (%d threads); %.1f runs/s\n",
 			       mean * 1e3, lat[(bench - 1) / 2] * 1e3, lat[(int)ceil(0.9 * bench) - 1] * 1e3,
 			       bench, threads, 1.0 / mean);
+			printf("memory: weights %.2f MiB, peak live activations %.2f MiB\n", wb / 1048576.0,
+			       pk / 1048576.0);
 		}
 		free(tmp);
 		free(lat);

@@ -31,12 +31,8 @@ static int strip_graph(SymTab *syms, Onnx__GraphProto *g, Declared **d, size_t *
 		x->is_output = 1;
 		if (vt_from_proto(syms, vo->type, &x->vt, x->name) < 0)
 			return -1;
-		/* subgraph outputs are compared but kept: only the top graph's
-		 * outputs are what inference must derive from nothing */
-		if (top) {
-			onnx__type_proto__free_unpacked(vo->type, NULL);
-			vo->type = NULL;
-		}
+		onnx__type_proto__free_unpacked(vo->type, NULL);
+		vo->type = NULL;
 	}
 	for (size_t i = 0; i < g->n_value_info; i++) {
 		Onnx__ValueInfoProto *vi = g->value_info[i];

@@ -1,7 +1,7 @@
 /* cmd.c — quantmake infer-shapes: run the inference pass on one model, or
  * check it against the annotations of many (the conformance harness).
  *
- *   quantmake infer-shapes IN OUT [--strict] [--no-const]
+ *   quantmake infer-shapes IN OUT [--strict] [--no-const] [--trace]
  *   quantmake infer-shapes --check-against-declared [--skip FILE] MODEL...
  *
  * The check mode prints one line per model, "PASS: LABEL", "FAIL: LABEL:
@@ -18,7 +18,7 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: quantmake infer-shapes IN OUT [--strict] [--no-const]\n"
+	fprintf(stderr, "usage: quantmake infer-shapes IN OUT [--strict] [--no-const] [--trace]\n"
 			"       quantmake infer-shapes --check-against-declared [--skip FILE] MODEL...\n");
 }
 
@@ -136,6 +136,8 @@ int cmd_infer_shapes(int argc, char **argv)
 			o.mode = INFER_STRICT;
 		else if (!strcmp(argv[i], "--no-const"))
 			o.const_limit = -1;
+		else if (!strcmp(argv[i], "--trace"))
+			o.trace = stderr;
 		else if (!strcmp(argv[i], "--check-against-declared"))
 			return check_many(argc - i - 1, argv + i + 1, &o);
 		else if (argv[i][0] == '-' && argv[i][1]) {

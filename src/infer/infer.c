@@ -335,6 +335,33 @@ done:
 
 /* ---- nodes ---- */
 
+/* "node OP NAME -> TENSOR TYPE [= value] [~ symval]" for --trace */
+static void trace_output(FILE *f, const Onnx__NodeProto *n, const char *name, const ValueType *v)
+{
+	char lb[256], ts[512];
+	fprintf(f, "%s %s -> %s %s", n->op_type, node_label(n, lb, sizeof lb), name,
+		vt_str(v, ts, sizeof ts));
+	if (v->value) {
+		fputs(" = [", f);
+		for (int64_t i = 0; i < v->value->numel && i < 16; i++)
+			fprintf(f, i ? ",%g" : "%g", tensor_get_f64(v->value, i));
+		fputs(v->value->numel > 16 ? ",...]" : "]", f);
+	}
+	if (v->symval) {
+		fputs(" ~ [", f);
+		for (int64_t i = 0; i < v->nsymval; i++) {
+			if (i)
+				fputc(',', f);
+			if (v->symval[i].v >= 0)
+				fprintf(f, "%" PRId64, v->symval[i].v);
+			else
+				fputs(v->symval[i].sym ? v->symval[i].sym : "?", f);
+		}
+		fputc(']', f);
+	}
+	fputc('\n', f);
+}
+
 static int check_output(const Onnx__NodeProto *n, size_t i, const ValueType *t)
 {
 	if (t->kind < VT_UNKNOWN || t->kind > VT_MAP || t->elem < 0 || t->elem >= DT_MAX ||
@@ -412,6 +439,8 @@ static int infer_node(InferState *st, const Onnx__NodeProto *n, const StrMap *de
 			goto out;
 		}
 		name_unknowns(st, v);
+		if (st->o.trace)
+			trace_output(st->o.trace, n, nm, v);
 		sm_put(&st->scope->names, nm, v);
 	}
 	rc = 0;

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "onnx/model.h"
 #include "ops/op.h"
@@ -34,6 +35,7 @@ enum {
 typedef struct InferOpts {
 	int mode;             /* INFER_MERGE or INFER_STRICT */
 	int64_t const_limit;  /* 0: INFER_CONST_LIMIT; < 0: no constant propagation */
+	FILE *trace;          /* non-NULL: one line per node output (type, value) */
 } InferOpts;
 
 /* an operator the pass could not infer, reported once per (domain, op, opset) */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -86,8 +87,23 @@ int ext_location_check(const char *loc)
 	return 0;
 }
 
+static int map_locked(ExtMap **list, const char *dir, const char *loc, const uint8_t **base,
+		      size_t *size);
+
+/* kernels may read initializers from several threads */
+static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int ext_map(ExtMap **list, const char *dir, const char *loc, const uint8_t **base,
 	    size_t *size)
+{
+	pthread_mutex_lock(&map_lock);
+	int r = map_locked(list, dir, loc, base, size);
+	pthread_mutex_unlock(&map_lock);
+	return r;
+}
+
+static int map_locked(ExtMap **list, const char *dir, const char *loc, const uint8_t **base,
+		      size_t *size)
 {
 	for (ExtMap *e = *list; e; e = e->next)
 		if (!strcmp(e->location, loc)) {

@@ -519,7 +519,7 @@ static int64_t ext_eligible(const Onnx__TensorProto *t)
 	if (dt <= 0 || dt >= DT_MAX || dtype_bits(dt) == 0 || t->segment)
 		return -1;
 	int64_t n = tensor_proto_numel(t);
-	if (n < 0)
+	if (n < 0 || n > INT64_MAX / 16)
 		return -1;
 	return (int64_t)dtype_nbytes(dt, n);
 }
@@ -567,7 +567,6 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 		TRef *r = &l.v[i];
 		Onnx__TensorProto *t = r->t;
 		int ext = is_external(t);
-		const char *tn = t->name ? t->name : "";
 		const void *data;
 		size_t len;
 		int owned;
@@ -576,8 +575,10 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 				continue;
 			ExtInfo info;
 			if (ext_info(t, &info) < 0 ||
-			    model_tensor_bytes(m, t, &data, &len, &owned) < 0)
+			    model_tensor_bytes(m, t, &data, &len, &owned) < 0) {
+				error_prefix("cannot save '%s'", path);
 				goto out;
+			}
 			if (owned)
 				r->owned = (void *)data;
 			OutFile *f = outset_get(&os, outdir, info.location);
@@ -610,7 +611,6 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 		extoff += len;
 		free(r->owned);
 		r->owned = NULL;
-		(void)tn;
 	}
 	int swapped = 0;
 	for (size_t i = 0; i < l.n; i++)
@@ -695,6 +695,9 @@ int model_tensor_bytes(Model *m, const Onnx__TensorProto *t, const void **data,
 		return error("tensor '%s': invalid dims", name);
 	if (dt <= 0 || dt >= DT_MAX || dt == DT_STRING || dtype_bits(dt) == 0)
 		return error("tensor '%s': unsupported data type %d (%s)", name, dt, dtype_name(dt));
+	if (dtype_bits(dt) >= 8 && (uint64_t)n > SIZE_MAX / (uint64_t)(dtype_bits(dt) / 8))
+		return error("tensor '%s': %lld %s elements do not fit in memory", name, (long long)n,
+			     dtype_name(dt));
 	size_t want = dtype_nbytes(dt, n);
 	*owned = 0;
 	*len = want;

@@ -8,6 +8,10 @@
  * (computed in uint64_t, never signed overflow); integer division by zero is
  * an error naming the node. Inference propagates shape data (symval) through
  * Add/Sub/Mul/Div of 1-D int64 tensors. */
+/* FP exception flags are never read: let GCC if-convert and vectorize the
+ * float loops (-ftrapping-math would keep their compares as branches) */
+#pragma GCC optimize("no-trapping-math")
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,68 +22,6 @@
 #include "ops/op.h"
 #include "ops/shapeutil.h"
 #include "util.h"
-
-#define BIN_LOOP(TA, TB, TY, expr) { \
-	const TA *pa = A->data; \
-	const TB *pb = B->data; \
-	TY *py = Y->data; \
-	const Tensor *ab_[2] = {A, B}; \
-	BcastIter it; \
-	bcast_begin(&it, Y->rank, Y->dims, 2, ab_); \
-	while (bcast_next(&it)) { \
-		const TA *ra = pa + it.off[0]; \
-		const TB *rb = pb + it.off[1]; \
-		TY *ry = py + it.out; \
-		int64_t m = it.n; \
-		if (it.step[0] && it.step[1]) { \
-			for (int64_t i = 0; i < m; i++) { \
-				TA a = ra[i]; \
-				TB b = rb[i]; \
-				(void)a, (void)b; \
-				ry[i] = (TY)(expr); \
-			} \
-		} else if (it.step[0]) { \
-			TB b = rb[0]; \
-			(void)b; \
-			for (int64_t i = 0; i < m; i++) { \
-				TA a = ra[i]; \
-				ry[i] = (TY)(expr); \
-			} \
-		} else if (it.step[1]) { \
-			TA a = ra[0]; \
-			for (int64_t i = 0; i < m; i++) { \
-				TB b = rb[i]; \
-				(void)a, (void)b; \
-				ry[i] = (TY)(expr); \
-			} \
-		} else { \
-			TA a = ra[0]; \
-			TB b = rb[0]; \
-			(void)b; \
-			TY v_ = (TY)(expr); \
-			for (int64_t i = 0; i < m; i++) \
-				ry[i] = v_; \
-		} \
-	} \
-}
-
-#define BIN_CASE(DT, T, TY, expr) case DT: BIN_LOOP(T, T, TY, expr) break;
-#define BIN_FLOAT(expr) \
-	BIN_CASE(DT_FLOAT, float, float, expr) BIN_CASE(DT_DOUBLE, double, double, expr)
-#define BIN_SINT(expr) \
-	BIN_CASE(DT_INT8, int8_t, int8_t, expr) BIN_CASE(DT_INT16, int16_t, int16_t, expr) \
-	BIN_CASE(DT_INT32, int32_t, int32_t, expr) BIN_CASE(DT_INT64, int64_t, int64_t, expr)
-#define BIN_UINT(expr) \
-	BIN_CASE(DT_UINT8, uint8_t, uint8_t, expr) BIN_CASE(DT_UINT16, uint16_t, uint16_t, expr) \
-	BIN_CASE(DT_UINT32, uint32_t, uint32_t, expr) BIN_CASE(DT_UINT64, uint64_t, uint64_t, expr)
-#define BIN_BOOL(expr) BIN_CASE(DT_BOOL, uint8_t, uint8_t, expr)
-/* comparisons: bool output */
-#define CMP_ALL(expr) \
-	BIN_CASE(DT_FLOAT, float, uint8_t, expr) BIN_CASE(DT_DOUBLE, double, uint8_t, expr) \
-	BIN_CASE(DT_INT8, int8_t, uint8_t, expr) BIN_CASE(DT_INT16, int16_t, uint8_t, expr) \
-	BIN_CASE(DT_INT32, int32_t, uint8_t, expr) BIN_CASE(DT_INT64, int64_t, uint8_t, expr) \
-	BIN_CASE(DT_UINT8, uint8_t, uint8_t, expr) BIN_CASE(DT_UINT16, uint16_t, uint8_t, expr) \
-	BIN_CASE(DT_UINT32, uint32_t, uint8_t, expr) BIN_CASE(DT_UINT64, uint64_t, uint8_t, expr)
 
 /* wrapping integer arithmetic */
 #define WRAP(op) ((uint64_t)a op (uint64_t)b)
@@ -253,10 +195,49 @@ static int binary_check(RunCtx *c, int same_type)
 	return 0;
 }
 
+/* Before opset 7, B broadcast only with broadcast = 1, its dimensions
+ * aligned at 'axis' of A (default: the trailing ones); PRelu-6 applied a 1-D
+ * slope along the channel axis 1. *view becomes B with that numpy-style shape. */
+static int legacy_view(RunCtx *c, const Tensor *A, const Tensor *B, Tensor *view)
+{
+	*view = *B;
+	view->owned = 0;
+	view->name = NULL;
+	if (c->opset >= 7)
+		return 0;
+	int64_t axis = -1;
+	if (!strcmp(c->node->op_type, "PRelu")) {
+		if (B->rank == 1 && A->rank >= 2 && B->dims[0] == A->dims[1] && B->dims[0] != 1)
+			axis = 1;
+	} else {
+		int64_t bc;
+		if (attr_int(c->node, "broadcast", 0, &bc) < 0 || attr_int(c->node, "axis", -1, &axis) < 0)
+			return -1;
+		if (!bc) {
+			if (A->rank != B->rank || memcmp(A->dims, B->dims, sizeof *A->dims * (size_t)A->rank))
+				return op_error(c->node, "inputs have different shapes and broadcast is 0");
+			return 0;
+		}
+		if (axis >= 0 && axis + B->rank > A->rank)
+			return op_error(c->node, "axis %lld does not fit input 1 of rank %d into rank %d",
+					(long long)axis, B->rank, A->rank);
+	}
+	if (axis < 0)
+		return 0;
+	view->rank = A->rank - (int)axis;
+	for (int i = B->rank; i < view->rank; i++)
+		view->dims[i] = 1;
+	return 0;
+}
+
 /* run kern on A = e.in[0] and B (e.in[1] unless given) */
-static int run_binary_with(RunCtx *c, ElemIO *e, const Tensor *B, int bool_out, int unidir, BinKern k)
+static int run_binary_with(RunCtx *c, ElemIO *e, const Tensor *B0, int bool_out, int unidir, BinKern k)
 {
 	const Tensor *A = e->in[0];
+	Tensor Bv;
+	if (legacy_view(c, A, B0, &Bv) < 0)
+		return -1;
+	const Tensor *B = &Bv;
 	const Tensor *ab[2] = {A, B};
 	int rank;
 	int64_t dims[QM_MAX_RANK];
@@ -463,6 +444,13 @@ static int infer_bcast(InferCtx *c, int elem_from, int bool_out)
 	ValueType *y = c->out[0];
 	int elem = bool_out ? DT_BOOL : c->in[elem_from]->elem;
 	vt_set_tensor(y, elem, -1);
+	if (c->opset < 7) {
+		/* legacy broadcasting is unidirectional: A's shape */
+		y->rank = a->rank;
+		for (int i = 0; i < a->rank; i++)
+			y->dims[i] = a->dims[i];
+		return 0;
+	}
 	return broadcast_dims(c->node, a, b, y);
 }
 

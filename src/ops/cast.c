@@ -3,8 +3,9 @@
  * Native types (float, double, the eight integer types, bool) convert in one
  * loop per (source, target) pair generated from two type lists. The others
  * go through a native type: float16, bfloat16 and the four float8 types
- * through float32, int4/uint4 through int8/uint8 (reading) or double
- * (writing: rounded half to even, then saturated to the 4-bit range).
+ * through float32, int4/uint4 through int8/uint8 (reading) or int64
+ * (writing: the low four bits, as integer casts wrap; floats truncate first,
+ * as ONNX's reference implementation does).
  *
  * Semantics: float to integer truncates toward zero; NaN becomes 0 and
  * values beyond int64 saturate before wrapping into narrower integers (what
@@ -193,7 +194,7 @@ static int widen(const Onnx__NodeProto *n, int64_t opset, const Tensor *src, Ten
 static int narrow_from(int dt)
 {
 	if (dt == DT_INT4 || dt == DT_UINT4)
-		return DT_DOUBLE;
+		return DT_INT64;
 	if (elem_is_half(dt) || is_f8(dt))
 		return DT_FLOAT;
 	return 0;
@@ -205,13 +206,10 @@ static void narrow(const Tensor *w, Tensor *dst, int saturate)
 	int dt = dst->dtype;
 	uint8_t *d = dst->data;
 	if (dt == DT_INT4 || dt == DT_UINT4) {
-		const double *s = w->data;
-		double lo = dt == DT_INT4 ? -8 : 0, hi = dt == DT_INT4 ? 7 : 15;
+		const int64_t *s = w->data;
 		memset(d, 0, dst->nbytes);
 		for (int64_t i = 0; i < w->numel; i++) {
-			double v = nearbyint(s[i]);
-			v = isnan(v) ? 0 : v < lo ? lo : v > hi ? hi : v;
-			int q = (int)v & 15;
+			unsigned q = (unsigned)((uint64_t)s[i] & 15);
 			d[i / 2] |= (uint8_t)(q << (4 * (i & 1)));
 		}
 		return;

@@ -307,3 +307,39 @@ float nn_round_even(float x)
 {
 	return nearbyintf(x);
 }
+
+int nn_int_range(int dt, double *lo, double *hi)
+{
+	switch (dt) {
+	case DT_INT8: *lo = -128; *hi = 127; return 1;
+	case DT_UINT8: *lo = 0; *hi = 255; return 1;
+	case DT_INT16: *lo = -32768; *hi = 32767; return 1;
+	case DT_UINT16: *lo = 0; *hi = 65535; return 1;
+	case DT_INT32: *lo = -2147483648.0; *hi = 2147483647.0; return 1;
+	case DT_UINT32: *lo = 0; *hi = 4294967295.0; return 1;
+	case DT_INT64: *lo = -9223372036854775808.0; *hi = 9223372036854774784.0; return 1;
+	case DT_UINT64: *lo = 0; *hi = 18446744073709549568.0; return 1;
+	default: return 0;
+	}
+}
+
+void nn_put_sat(int dt, void *base, int64_t i, double v)
+{
+	double lo, hi;
+	if (!nn_int_range(dt, &lo, &hi)) {
+		elem_put_f64(dt, base, i, v);
+		return;
+	}
+	v = isnan(v) ? 0 : nearbyint(v);
+	if (v < lo)
+		v = lo;
+	if (v > hi)
+		v = hi;
+	if (dt == DT_UINT64) {
+		uint64_t x = (uint64_t)v;
+		memcpy((char *)base + 8 * i, &x, 8);
+	} else {
+		elem_put_i64(dt, base, i, (int64_t)v);
+	}
+}
+

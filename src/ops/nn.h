@@ -66,5 +66,10 @@ void nn_parallel(int threads, int64_t n, void (*fn)(void *arg, int64_t lo, int64
 
 /* round half to even, as QuantizeLinear and the QLinear ops round */
 float nn_round_even(float x);
+/* value range of an integer type (8 to 64 bits); 0 if dt is not one */
+int nn_int_range(int dt, double *lo, double *hi);
+/* store v as element i of dt: integers rounded half to even and saturated,
+ * floating-point types converted */
+void nn_put_sat(int dt, void *base, int64_t i, double v);
 
 #endif

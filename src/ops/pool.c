@@ -146,6 +146,103 @@ static void pool_planes(void *arg, int64_t lo, int64_t hi)
 	}
 }
 
+/* number of taps k*d + o*s - pb that fall in [lo, hi) */
+static int64_t taps_in(int64_t o, int64_t s, int64_t pb, int64_t k, int64_t d, int64_t lo, int64_t hi)
+{
+	int64_t n = 0;
+	for (int64_t j = 0; j < k; j++) {
+		int64_t i = o * s - pb + j * d;
+		n += i >= lo && i < hi;
+	}
+	return n;
+}
+
+/* Max and average pooling without indices, a row at a time: per kernel
+ * column the range of output columns whose input is inside the row is
+ * precomputed and strided rows are split into phases, so the inner loops
+ * run over contiguous memory without bounds checks. Averages divide by a
+ * count that is the product of the per-axis counts. */
+static void pool_fast_planes(void *arg, int64_t lo, int64_t hi)
+{
+	const PoolArgs *a = arg;
+	int64_t kw_n = a->k[2], st = a->s[2], inw = a->in[2], ow_n = a->out[2];
+	int64_t *olo = xmalloc(sizeof(int64_t) * (size_t)(3 * kw_n + ow_n)), *ohi = olo + kw_n, *off = ohi + kw_n;
+	int64_t *cw = off + kw_n;
+	for (int64_t kw = 0; kw < kw_n; kw++) {
+		int64_t iw0 = kw * a->d[2] - a->pb[2];
+		olo[kw] = iw0 >= 0 ? 0 : nn_ceildiv(-iw0, st);
+		ohi[kw] = inw - iw0 > 0 ? nn_ceildiv(inw - iw0, st) : 0;
+		if (ohi[kw] > ow_n)
+			ohi[kw] = ow_n;
+		if (olo[kw] > ohi[kw])
+			olo[kw] = ohi[kw];
+		off[kw] = iw0;
+	}
+	for (int64_t ow = 0; ow < ow_n; ow++)
+		cw[ow] = a->count_pad ? taps_in(ow, st, a->pb[2], kw_n, a->d[2], -a->pb[2], inw + a->pe[2])
+				      : taps_in(ow, st, a->pb[2], kw_n, a->d[2], 0, inw);
+	int64_t plen = (inw + st - 1) / st;
+	float *ph = st > 1 ? xmalloc(sizeof(float) * (size_t)(st * plen + 1)) : NULL;
+	int max = a->kind == POOL_MAX;
+	for (int64_t pl = lo; pl < hi; pl++) {
+		const float *x = a->x + pl * a->isz;
+		float *y = a->y + pl * a->osz;
+		for (int64_t od = 0; od < a->out[0]; od++)
+		for (int64_t oh = 0; oh < a->out[1]; oh++) {
+			float *yr = y + (od * a->out[1] + oh) * ow_n;
+			for (int64_t ow = 0; ow < ow_n; ow++)
+				yr[ow] = max ? -INFINITY : 0.0f;
+			int64_t cdh = 0;
+			for (int64_t kd = 0; kd < a->k[0]; kd++) {
+				int64_t id = od * a->s[0] - a->pb[0] + kd * a->d[0];
+				if (id < 0 || id >= a->in[0])
+					continue;
+				for (int64_t kh = 0; kh < a->k[1]; kh++) {
+					int64_t ih = oh * a->s[1] - a->pb[1] + kh * a->d[1];
+					if (ih < 0 || ih >= a->in[1])
+						continue;
+					const float *xr = x + (id * a->in[1] + ih) * inw;
+					if (ph)
+						for (int64_t p = 0; p < st; p++) {
+							float *pp = ph + p * plen;
+							for (int64_t j = 0, iw = p; iw < inw; j++, iw += st)
+								pp[j] = xr[iw];
+						}
+					for (int64_t kw = 0; kw < kw_n; kw++) {
+						int64_t l = olo[kw], n = ohi[kw] - l;
+						if (n <= 0)
+							continue;
+						int64_t pos = off[kw] + l * st;
+						const float *xs = ph ? ph + (pos % st) * plen + pos / st : xr + pos;
+						float *yy = yr + l;
+						if (max) {
+							for (int64_t i = 0; i < n; i++)
+								yy[i] = xs[i] > yy[i] ? xs[i] : yy[i];
+						} else {
+							for (int64_t i = 0; i < n; i++)
+								yy[i] += xs[i];
+						}
+					}
+				}
+			}
+			if (max)
+				continue;
+			if (a->count_pad)
+				cdh = taps_in(od, a->s[0], a->pb[0], a->k[0], a->d[0], -a->pb[0], a->in[0] + a->pe[0]) *
+				      taps_in(oh, a->s[1], a->pb[1], a->k[1], a->d[1], -a->pb[1], a->in[1] + a->pe[1]);
+			else
+				cdh = taps_in(od, a->s[0], a->pb[0], a->k[0], a->d[0], 0, a->in[0]) *
+				      taps_in(oh, a->s[1], a->pb[1], a->k[1], a->d[1], 0, a->in[1]);
+			for (int64_t ow = 0; ow < ow_n; ow++) {
+				int64_t cnt = cdh * cw[ow];
+				yr[ow] = cnt ? yr[ow] / (float)cnt : 0.0f;
+			}
+		}
+	}
+	free(ph);
+	free(olo);
+}
+
 /* read x as floats (any numeric type) and allocate output 0 and its float buffer */
 static int pool_io(RunCtx *c, const Tensor *x, int rank, const int64_t *dims,
 		   const float **xf, float **tx, float **y, float **ty)
@@ -260,7 +357,8 @@ static int pool_run_kind(RunCtx *c, int kind)
 	}
 	int64_t planes = x->dims[0] * x->dims[1];
 	int64_t work = planes * a.osz * a.k[0] * a.k[1] * a.k[2];
-	nn_parallel(work >= 65536 ? c->threads : 1, planes, pool_planes, &a);
+	int fast = (kind == POOL_MAX && !a.ind) || kind == POOL_AVG;
+	nn_parallel(work >= 65536 ? c->threads : 1, planes, fast ? pool_fast_planes : pool_planes, &a);
 	pool_done(c, tx, ty);
 	return 0;
 }
@@ -341,9 +439,286 @@ static int globallppool_run(RunCtx *c)
 	return global_run_kind(c, POOL_LP);
 }
 
+/* ---- MaxUnpool ---- */
+
+/* default output sizes of MaxUnpool: (in - 1) * stride + kernel - pads */
+static int unpool_sizes(const Onnx__NodeProto *n, int nsp, const int64_t *in, int64_t *out)
+{
+	int64_t k[QM_MAX_RANK], s[QM_MAX_RANK], p[2 * QM_MAX_RANK];
+	const int64_t *v;
+	size_t len;
+	if (attr_ints(n, "kernel_shape", &v, &len) < 0)
+		return -1;
+	if (!v || (int)len != nsp)
+		return op_error(n, "attribute 'kernel_shape' with %d values is required", nsp);
+	memcpy(k, v, sizeof *v * len);
+	if (attr_ints(n, "strides", &v, &len) < 0)
+		return -1;
+	if (v && (int)len != nsp)
+		return op_error(n, "attribute 'strides' has %zu values, expected %d", len, nsp);
+	for (int i = 0; i < nsp; i++)
+		s[i] = v ? v[i] : 1;
+	if (attr_ints(n, "pads", &v, &len) < 0)
+		return -1;
+	if (v && (int)len != 2 * nsp)
+		return op_error(n, "attribute 'pads' has %zu values, expected %d", len, 2 * nsp);
+	for (int i = 0; i < 2 * nsp; i++)
+		p[i] = v ? v[i] : 0;
+	for (int i = 0; i < nsp; i++)
+		out[i] = in[i] < 0 ? -1 : (in[i] - 1) * s[i] + k[i] - p[i] - p[i + nsp];
+	return 0;
+}
+
+static int maxunpool_infer(InferCtx *c)
+{
+	const ValueType *x = nn_in(c, 0);
+	if (!x)
+		return -1;
+	ValueType *o = c->out[0];
+	vt_set_tensor(o, x->elem, x->rank);
+	if (c->nin > 2 && c->in[2]) {
+		const Tensor *os = c->in[2]->value;
+		if (!os) {
+			if (x->rank >= 0)
+				for (int i = 0; i < x->rank; i++)
+					o->dims[i] = nn_dim(c, -1);
+			return 0;
+		}
+		int64_t *v, len;
+		if (op_tensor_ints(c->node, os, "output_shape", &v, &len) < 0)
+			return -1;
+		if (len > QM_MAX_RANK || (x->rank >= 0 && len != x->rank)) {
+			free(v);
+			return op_error(c->node, "output_shape has %lld values for rank %d", (long long)len, x->rank);
+		}
+		vt_set_tensor(o, x->elem, (int)len);
+		for (int64_t i = 0; i < len; i++)
+			o->dims[i] = nn_dim(c, v[i]);
+		free(v);
+		return 0;
+	}
+	if (x->rank < 0)
+		return 0;
+	if (x->rank < 3)
+		return op_error(c->node, "input must have rank 3 or more (N, C, spatial...), got %d", x->rank);
+	int64_t in[QM_MAX_RANK], out[QM_MAX_RANK];
+	for (int i = 2; i < x->rank; i++)
+		in[i - 2] = x->dims[i].v;
+	if (unpool_sizes(c->node, x->rank - 2, in, out) < 0)
+		return -1;
+	o->dims[0] = x->dims[0];
+	o->dims[1] = x->dims[1];
+	for (int i = 2; i < x->rank; i++)
+		o->dims[i] = nn_dim(c, out[i - 2]);
+	return 0;
+}
+
+static int maxunpool_run(RunCtx *c)
+{
+	const Tensor *x = c->in[0], *ind = c->nin > 1 ? c->in[1] : NULL;
+	const Tensor *os = c->nin > 2 ? c->in[2] : NULL;
+	size_t es;
+	int64_t dims[QM_MAX_RANK];
+	if (!ind)
+		return op_error(c->node, "input I (indices) is required");
+	if (op_elemsize(c->node, c->opset, x->dtype, &es) < 0)
+		return -1;
+	if (ind->dtype != DT_INT64 || ind->numel != x->numel)
+		return op_error(c->node, "indices must be int64 with the input's %lld elements", (long long)x->numel);
+	if (x->rank < 3)
+		return op_error(c->node, "input must have rank 3 or more (N, C, spatial...), got %d", x->rank);
+	int64_t inf[QM_MAX_RANK];   /* the shape the indices refer to */
+	inf[0] = x->dims[0];
+	inf[1] = x->dims[1];
+	if (unpool_sizes(c->node, x->rank - 2, x->dims + 2, inf + 2) < 0)
+		return -1;
+	memcpy(dims, inf, sizeof(int64_t) * (size_t)x->rank);
+	if (os) {
+		int64_t *v, len;
+		if (op_tensor_ints(c->node, os, "output_shape", &v, &len) < 0)
+			return -1;
+		if (len != x->rank) {
+			free(v);
+			return op_error(c->node, "output_shape has %lld values for rank %d", (long long)len, x->rank);
+		}
+		memcpy(dims, v, sizeof *v * (size_t)len);
+		free(v);
+	}
+	int64_t ninf = shape_numel(x->rank, inf);
+	if (ninf < 0)
+		return op_error(c->node, "invalid unpooled shape");
+	if (op_output(c, 0, x->dtype, x->rank, dims) < 0)
+		return -1;
+	Tensor *y = c->out[0];
+	unsigned char *tmp = xcalloc((size_t)(ninf ? ninf : 1), es);
+	const int64_t *iv = ind->data;
+	for (int64_t j = 0; j < x->numel; j++) {
+		if (iv[j] < 0 || iv[j] >= ninf) {
+			free(tmp);
+			return op_error(c->node, "index %lld is outside the unpooled tensor of %lld elements",
+					(long long)iv[j], (long long)ninf);
+		}
+		memcpy(tmp + (size_t)iv[j] * es, (const char *)x->data + (size_t)j * es, es);
+	}
+	/* place the unpooled tensor at the start of every axis of the output */
+	memset(y->data, 0, y->nbytes);
+	int64_t idx[QM_MAX_RANK] = {0}, ist[QM_MAX_RANK], ost[QM_MAX_RANK];
+	dims_strides(x->rank, inf, ist);
+	dims_strides(x->rank, dims, ost);
+	int r = x->rank;
+	int64_t run = inf[r - 1] < dims[r - 1] ? inf[r - 1] : dims[r - 1];
+	for (int64_t e = 0; e < ninf && run > 0; e += inf[r - 1]) {
+		int inside = 1;
+		int64_t io = 0, oo = 0;
+		for (int i = 0; i < r - 1; i++) {
+			if (idx[i] >= dims[i])
+				inside = 0;
+			io += idx[i] * ist[i];
+			oo += idx[i] * ost[i];
+		}
+		if (inside)
+			memcpy((char *)y->data + (size_t)oo * es, tmp + (size_t)io * es, (size_t)run * es);
+		for (int i = r - 2; i >= 0; i--) {
+			if (++idx[i] < inf[i])
+				break;
+			idx[i] = 0;
+		}
+	}
+	free(tmp);
+	return 0;
+}
+
+/* ---- RoiAlign ---- */
+
+static int roialign_infer(InferCtx *c)
+{
+	const ValueType *x = nn_in(c, 0), *r = nn_in(c, 1);
+	int64_t oh, ow;
+	if (!x || !r || attr_int(c->node, "output_height", 1, &oh) < 0 ||
+	    attr_int(c->node, "output_width", 1, &ow) < 0)
+		return -1;
+	ValueType *o = c->out[0];
+	vt_set_tensor(o, x->elem, 4);
+	o->dims[0] = r->rank == 2 ? r->dims[0] : nn_dim(c, -1);
+	o->dims[1] = x->rank == 4 ? x->dims[1] : nn_dim(c, -1);
+	o->dims[2] = (Dim){oh, NULL};
+	o->dims[3] = (Dim){ow, NULL};
+	return 0;
+}
+
+static int roialign_run(RunCtx *c)
+{
+	const Tensor *x = c->in[0], *rois = c->nin > 1 ? c->in[1] : NULL, *bi = c->nin > 2 ? c->in[2] : NULL;
+	int64_t oh, ow, sr;
+	float scale;
+	char mode[16], ctm[32];
+	if (!rois || !bi)
+		return op_error(c->node, "inputs rois and batch_indices are required");
+	if (attr_int(c->node, "output_height", 1, &oh) < 0 || attr_int(c->node, "output_width", 1, &ow) < 0 ||
+	    attr_int(c->node, "sampling_ratio", 0, &sr) < 0 || attr_float(c->node, "spatial_scale", 1.0f, &scale) < 0 ||
+	    attr_str(c->node, "mode", "avg", mode, sizeof mode) < 0 ||
+	    attr_str(c->node, "coordinate_transformation_mode", c->opset >= 16 ? "half_pixel" : "output_half_pixel",
+		     ctm, sizeof ctm) < 0)
+		return -1;
+	int avg = !strcmp(mode, "avg"), half = !strcmp(ctm, "half_pixel");
+	if (!avg && strcmp(mode, "max"))
+		return op_error(c->node, "mode '%s' is not supported (avg or max)", mode);
+	if (!half && strcmp(ctm, "output_half_pixel"))
+		return op_error(c->node, "coordinate_transformation_mode '%s' is not supported", ctm);
+	if (x->rank != 4 || rois->rank != 2 || rois->dims[1] != 4 || bi->rank != 1 || bi->dims[0] != rois->dims[0])
+		return op_error(c->node, "expected X [N,C,H,W], rois [R,4] and batch_indices [R]");
+	if (oh < 1 || ow < 1)
+		return op_error(c->node, "output_height and output_width must be positive");
+	int64_t R = rois->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+	int64_t dims[4] = {R, C, oh, ow};
+	float *tx, *ty, *rf = nn_f32_copy(rois);
+	const float *xf = nn_f32_in(c, x, &tx);
+	float *y = xf ? nn_f32_out(c, 0, x->dtype, 4, dims, &ty) : NULL;
+	if (!y) {
+		free(tx);
+		free(rf);
+		return -1;
+	}
+	int rc = 0;
+	for (int64_t r = 0; r < R && rc == 0; r++) {
+		int64_t b = tensor_get_i64(bi, r);
+		if (b < 0 || b >= x->dims[0]) {
+			rc = op_error(c->node, "batch index %lld of roi %lld is out of range", (long long)b, (long long)r);
+			break;
+		}
+		double off = half ? 0.5 : 0.0;
+		double sw = rf[r * 4] * scale - off, sh = rf[r * 4 + 1] * scale - off;
+		double rw = rf[r * 4 + 2] * scale - off - sw, rh = rf[r * 4 + 3] * scale - off - sh;
+		if (!half) {
+			rw = rw > 1 ? rw : 1;
+			rh = rh > 1 ? rh : 1;
+		}
+		double bh = rh / (double)oh, bw = rw / (double)ow;
+		int64_t gh = sr > 0 ? sr : (int64_t)ceil(rh / (double)oh), gw = sr > 0 ? sr : (int64_t)ceil(rw / (double)ow);
+		if (gh < 0)
+			gh = 0;
+		if (gw < 0)
+			gw = 0;
+		double cnt = gh * gw > 1 ? (double)(gh * gw) : 1.0;
+		for (int64_t ch = 0; ch < C; ch++) {
+			const float *xp = xf + (b * C + ch) * H * W;
+			for (int64_t ph = 0; ph < oh; ph++)
+				for (int64_t pw = 0; pw < ow; pw++) {
+					double acc = 0;
+					int any = 0;
+					for (int64_t iy = 0; iy < gh; iy++) {
+						double yy = sh + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
+						for (int64_t ix = 0; ix < gw; ix++) {
+							double xx = sw + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
+							double v1 = 0, v2 = 0, v3 = 0, v4 = 0;
+							if (!(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)) {
+								double yv = yy > 0 ? yy : 0, xv = xx > 0 ? xx : 0;
+								int64_t yl = (int64_t)yv, xl = (int64_t)xv, yh, xh;
+								if (yl >= H - 1) {
+									yh = yl = H - 1;
+									yv = (double)yl;
+								} else {
+									yh = yl + 1;
+								}
+								if (xl >= W - 1) {
+									xh = xl = W - 1;
+									xv = (double)xl;
+								} else {
+									xh = xl + 1;
+								}
+								double ly = yv - (double)yl, lx = xv - (double)xl, hy = 1 - ly, hx = 1 - lx;
+								v1 = hy * hx * xp[yl * W + xl];
+								v2 = hy * lx * xp[yl * W + xh];
+								v3 = ly * hx * xp[yh * W + xl];
+								v4 = ly * lx * xp[yh * W + xh];
+							}
+							if (avg) {
+								acc += v1 + v2 + v3 + v4;
+							} else {
+								double m = fmax(fmax(v1, v2), fmax(v3, v4));
+								acc = any ? fmax(acc, m) : m;
+								any = 1;
+							}
+						}
+					}
+					y[((r * C + ch) * oh + ph) * ow + pw] = (float)(avg ? acc / cnt : acc);
+				}
+		}
+	}
+	if (rc == 0)
+		nn_f32_done(c->out[0], ty);
+	else
+		free(ty);
+	free(tx);
+	free(rf);
+	return rc;
+}
+
 OPERATOR(ai_onnx, AveragePool, 1, pool_infer, averagepool_run)
 OPERATOR(ai_onnx, GlobalAveragePool, 1, global_pool_infer, globalaveragepool_run)
 OPERATOR(ai_onnx, GlobalLpPool, 1, global_pool_infer, globallppool_run)
 OPERATOR(ai_onnx, GlobalMaxPool, 1, global_pool_infer, globalmaxpool_run)
 OPERATOR(ai_onnx, LpPool, 1, pool_infer, lppool_run)
 OPERATOR(ai_onnx, MaxPool, 1, pool_infer, maxpool_run)
+OPERATOR(ai_onnx, MaxUnpool, 9, maxunpool_infer, maxunpool_run)
+OPERATOR(ai_onnx, RoiAlign, 10, roialign_infer, roialign_run)

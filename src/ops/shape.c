@@ -243,11 +243,20 @@ static int reshape_infer(InferCtx *c)
 				(long long)n, QM_MAX_RANK);
 	}
 	vt_set_tensor(y, x->elem, (int)n);
+	/* a target known only as shape data may hold unknown entries (v < 0):
+	 * one of them solves like -1 (a valid target leaves no other choice),
+	 * several stay unknown */
+	int literal = c->opset < 5 || c->in[1]->value != NULL, nneg = 0;
+	for (int i = 0; i < n; i++)
+		if (!sh[i].sym && sh[i].v < 0)
+			nneg++;
 	int neg = -1;
 	for (int i = 0; i < n; i++) {
 		Dim e = sh[i];
 		if (e.sym) {
 			y->dims[i] = e;
+		} else if (e.v < 0 && !literal && (nneg > 1 || e.v != -1)) {
+			y->dims[i] = (Dim){-1, NULL};
 		} else if (e.v == 0 && !allowzero) {
 			if (x->rank >= 0 && i >= x->rank) {
 				free(sh);
@@ -647,11 +656,12 @@ static int expand_infer(InferCtx *c)
 	}
 	ValueType t = {.kind = VT_TENSOR, .rank = (int)n};
 	for (int i = 0; i < n; i++) {
-		if (!sh[i].sym && sh[i].v < 0) {
+		if (!sh[i].sym && sh[i].v < 0 && s->value) {
+			int64_t v = sh[i].v;
 			free(sh);
-			return op_error(c->node, "invalid shape entry %lld", (long long)sh[i].v);
+			return op_error(c->node, "invalid shape entry %lld", (long long)v);
 		}
-		t.dims[i] = sh[i];
+		t.dims[i] = sh[i].sym || sh[i].v >= 0 ? sh[i] : (Dim){-1, NULL};
 	}
 	free(sh);
 	vt_set_tensor(y, x->elem, -1);
@@ -709,8 +719,9 @@ static int tile_infer(InferCtx *c)
 	for (int i = 0; i < x->rank; i++) {
 		Dim d = x->dims[i];
 		if (rep[i] < 0) {
+			int64_t v = rep[i];
 			free(rep);
-			return op_error(c->node, "negative repeat %lld", (long long)rep[i]);
+			return op_error(c->node, "negative repeat %lld", (long long)v);
 		}
 		if (rep[i] == 1)
 			y->dims[i] = d;
@@ -741,8 +752,9 @@ static int tile_run(RunCtx *c)
 	}
 	for (int i = 0; i < x->rank; i++) {
 		if (rep[i] < 0) {
+			int64_t v = rep[i];
 			free(rep);
-			return op_error(c->node, "negative repeat %lld", (long long)rep[i]);
+			return op_error(c->node, "negative repeat %lld", (long long)v);
 		}
 		dims[i] = x->dims[i] * rep[i];
 	}
@@ -1676,8 +1688,9 @@ static int cos_value(const Onnx__NodeProto *n, int64_t opset, Tensor *v)
 	if (tensor_from_proto(NULL, p, v) < 0)
 		return -1;
 	if (v->numel != 1) {
+		int64_t k = v->numel;
 		tensor_free(v);
-		return op_error(n, "value must hold one element, has %lld", (long long)v->numel);
+		return op_error(n, "value must hold one element, has %lld", (long long)k);
 	}
 	return 0;
 }
@@ -1706,11 +1719,12 @@ static int cos_infer(InferCtx *c)
 	}
 	vt_set_tensor(y, elem, (int)n);
 	for (int i = 0; i < n; i++) {
-		if (!sh[i].sym && sh[i].v < 0) {
+		if (!sh[i].sym && sh[i].v < 0 && s->value) {
+			int64_t v = sh[i].v;
 			free(sh);
-			return op_error(c->node, "negative dimension %lld", (long long)sh[i].v);
+			return op_error(c->node, "negative dimension %lld", (long long)v);
 		}
-		y->dims[i] = sh[i];
+		y->dims[i] = sh[i].sym || sh[i].v >= 0 ? sh[i] : (Dim){-1, NULL};
 	}
 	free(sh);
 	return 0;
@@ -1780,7 +1794,7 @@ static int range_infer(InferCtx *c)
 		return 0;
 	int64_t n;
 	if (dt_float(s->dtype)) {
-		if (range_count(c->node, s->dtype, tensor_get_f64(s, 0), tensor_get_f64(l, 0),
+		if (range_count(c->node, s->dtype == DT_DOUBLE ? DT_DOUBLE : DT_FLOAT, tensor_get_f64(s, 0), tensor_get_f64(l, 0),
 				tensor_get_f64(d, 0), &n) < 0)
 			return -1;
 	} else {
@@ -1806,14 +1820,14 @@ static int range_run(RunCtx *c)
 		return op_error(c->node, "start, limit and delta must have one type");
 	int64_t n;
 	switch (dt) {
-	case DT_FLOAT: case DT_DOUBLE: {
+	case DT_FLOAT: case DT_DOUBLE: case DT_FLOAT16: case DT_BFLOAT16: {
 		double a = tensor_get_f64(s, 0), st = tensor_get_f64(d, 0);
-		if (range_count(c->node, dt, a, tensor_get_f64(l, 0), st, &n) < 0 ||
+		if (range_count(c->node, dt == DT_DOUBLE ? dt : DT_FLOAT, a, tensor_get_f64(l, 0), st, &n) < 0 ||
 		    op_output(c, 0, dt, 1, &n) < 0)
 			return -1;
 		for (int64_t i = 0; i < n; i++)
-			elem_put_f64(dt, c->out[0]->data, i, dt == DT_FLOAT ?
-				     (double)((float)a + (float)i * (float)st) : a + (double)i * st);
+			elem_put_f64(dt, c->out[0]->data, i, dt == DT_DOUBLE ? a + (double)i * st :
+				     (double)((float)a + (float)i * (float)st));
 		return 0;
 	}
 	case DT_INT16: case DT_INT32: case DT_INT64: {

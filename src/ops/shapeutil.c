@@ -78,7 +78,7 @@ void vt_put_symval(ValueType *t, const Dim *d, int64_t n)
 	t->nsymval = n;
 	int known = 1;
 	for (int64_t i = 0; i < n; i++)
-		if (d[i].v < 0)
+		if (d[i].v < 0 || d[i].sym)
 			known = 0;
 	if (!known || t->value || (t->rank != 0 && t->rank != 1) || (t->rank == 0 && n != 1))
 		return;
@@ -248,4 +248,90 @@ void dims_strides(int r, const int64_t *dims, int64_t *strides)
 		strides[k] = s;
 		s *= dims[k];
 	}
+}
+
+int64_t vt_seq_len(const ValueType *t)
+{
+	if (!t || t->kind != VT_SEQUENCE || t->rank != 1 || t->dims[0].v < 0 || t->dims[0].sym)
+		return -1;
+	return t->dims[0].v;
+}
+
+void vt_set_seq_len(ValueType *t, int64_t n)
+{
+	if (n < 0) {
+		t->rank = -1;
+		return;
+	}
+	t->rank = 1;
+	t->dims[0] = dim_known(n);
+}
+
+static void strip_contents(ValueType *t)
+{
+	if (t->value) {
+		tensor_free(t->value);
+		free(t->value);
+		t->value = NULL;
+	}
+	free(t->symval);
+	t->symval = NULL;
+	t->nsymval = 0;
+	if (t->inner)
+		strip_contents(t->inner);
+}
+
+static void join_into(ValueType *r, const ValueType *a, const ValueType *b)
+{
+	if (a->kind == VT_UNKNOWN || a->kind != b->kind)
+		return;
+	r->kind = a->kind;
+	r->elem = a->elem == b->elem ? a->elem : 0;
+	if (a->kind == VT_TENSOR || a->kind == VT_SPARSE) {
+		r->rank = a->rank == b->rank ? a->rank : -1;
+		for (int i = 0; i < r->rank; i++)
+			r->dims[i] = dim_eq(a->dims[i], b->dims[i]) ? a->dims[i] : (Dim){-1, NULL};
+		return;
+	}
+	int64_t la = vt_seq_len(a), lb = vt_seq_len(b);
+	if (a->kind == VT_SEQUENCE)
+		vt_set_seq_len(r, la == lb ? la : -1);
+	if (!a->inner && !b->inner)
+		return;
+	r->inner = xcalloc(1, sizeof *r->inner);
+	r->inner->rank = -1;
+	const ValueType *only = NULL;
+	if (a->kind == VT_SEQUENCE && la == 0)
+		only = b->inner;
+	else if (a->kind == VT_SEQUENCE && lb == 0)
+		only = a->inner;
+	if (only) {
+		vt_copy(r->inner, only);
+		strip_contents(r->inner);
+	} else if (a->inner && b->inner) {
+		join_into(r->inner, a->inner, b->inner);
+	}
+}
+
+void vt_join(ValueType *out, const ValueType *a, const ValueType *b)
+{
+	ValueType r = {.rank = -1};
+	join_into(&r, a, b);
+	vt_clear(out);
+	*out = r;
+}
+
+int vt_same(const ValueType *a, const ValueType *b)
+{
+	if (!a || !b)
+		return a == b;
+	if (a->kind != b->kind || a->elem != b->elem || a->rank != b->rank)
+		return 0;
+	for (int i = 0; i < a->rank; i++)
+		if (!dim_eq(a->dims[i], b->dims[i]) && !(a->dims[i].v < 0 && !a->dims[i].sym &&
+							  b->dims[i].v < 0 && !b->dims[i].sym))
+			return 0;
+	if (!a->inner || !b->inner)
+		return !a->inner == !b->inner;
+	return vt_same(a->inner, b->inner);
 }

@@ -28,6 +28,7 @@ typedef struct Section {
 	KV *kv;
 	size_t nkv, cap;
 	int resolved;         /* inheritance applied */
+	void *user;           /* free for the build: its first action */
 } Section;
 
 typedef struct Project {

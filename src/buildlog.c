@@ -1,0 +1,256 @@
+/* buildlog.c — see buildlog.h.
+ *
+ * File format, version 1 (text):
+ *   quantmake-log 1
+ *   a MODEL STAGE KEYHEX TOUCHED NOUTS NDEPS KEYTEXTLEN
+ *   o HEX SIZE NAME            NOUTS lines
+ *   d HEX PATH                 NDEPS lines
+ *   KEYTEXT                    KEYTEXTLEN bytes, then a newline
+ * Entries repeat; a file that does not parse is ignored with a warning. */
+#include "buildlog.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+struct BuildLog {
+	char *path;
+	LogEntry *tab;
+	size_t cap, n;
+	int dirty;
+};
+
+static uint64_t strhash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static LogEntry *slot(BuildLog *l, const char *id, int create)
+{
+	if (create && (l->n + 1) * 2 > l->cap) {
+		LogEntry *old = l->tab;
+		size_t oc = l->cap;
+		l->cap = l->cap ? l->cap * 2 : 256;
+		l->tab = xcalloc(l->cap, sizeof *l->tab);
+		for (size_t i = 0; i < oc; i++)
+			if (old[i].id) {
+				LogEntry *e = slot(l, old[i].id, 0);
+				*e = old[i];
+			}
+		free(old);
+	}
+	if (!l->cap)
+		return NULL;
+	for (size_t i = strhash(id) & (l->cap - 1);; i = (i + 1) & (l->cap - 1)) {
+		if (!l->tab[i].id || !strcmp(l->tab[i].id, id))
+			return &l->tab[i];
+	}
+}
+
+static char *mkid(const char *model, const char *stage)
+{
+	return xasprintf("%s\t%s", model, stage);
+}
+
+LogEntry *buildlog_get(BuildLog *l, const char *model, const char *stage)
+{
+	char *id = mkid(model, stage);
+	LogEntry *e = slot(l, id, 0);
+	free(id);
+	return e && e->id ? e : NULL;
+}
+
+LogEntry *buildlog_put(BuildLog *l, const char *model, const char *stage, const ActionRec *rec)
+{
+	char *id = mkid(model, stage);
+	LogEntry *e = slot(l, id, 1);
+	if (e->id) {
+		free(id);
+		if (hash_eq(e->rec.key, rec->key) && e->rec.nouts == rec->nouts)
+			return e;
+		action_rec_free(&e->rec);
+	} else {
+		e->id = id;
+		e->touched = 0;
+		l->n++;
+	}
+	action_rec_copy(&e->rec, rec);
+	l->dirty = 1;
+	return e;
+}
+
+void buildlog_drop(BuildLog *l, const char *model, const char *stage)
+{
+	LogEntry *e = buildlog_get(l, model, stage);
+	if (!e)
+		return;
+	/* rebuild the table without it (drops are rare) */
+	BuildLog nl = {0};
+	for (size_t i = 0; i < l->cap; i++) {
+		LogEntry *x = &l->tab[i];
+		if (!x->id)
+			continue;
+		if (x == e) {
+			free(x->id);
+			action_rec_free(&x->rec);
+			continue;
+		}
+		LogEntry *y = slot(&nl, x->id, 1);
+		*y = *x;
+		nl.n++;
+	}
+	free(l->tab);
+	l->tab = nl.tab;
+	l->cap = nl.cap;
+	l->n = nl.n;
+	l->dirty = 1;
+}
+
+static int parse(BuildLog *l, char *p, char *end)
+{
+	char *nl = memchr(p, '\n', (size_t)(end - p));
+	if (!nl || strncmp(p, "quantmake-log 1\n", 16))
+		return -1;
+	p = nl + 1;
+	while (p < end) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			return -1;
+		*nl = 0;
+		char model[512], stage[128], key[64];
+		long long touched;
+		size_t nouts, ndeps, ktlen;
+		if (sscanf(p, "a %511s %127s %63s %lld %zu %zu %zu", model, stage, key, &touched, &nouts,
+			   &ndeps, &ktlen) != 7)
+			return -1;
+		ActionRec r = {0};
+		if (hash_parse(key, &r.key) < 0)
+			return -1;
+		p = nl + 1;
+		r.outs = xcalloc(nouts + 1, sizeof *r.outs);
+		r.deps = xcalloc(ndeps + 1, sizeof *r.deps);
+		r.stage = xstrdup(stage);
+		r.model = xstrdup(model);
+		int bad = 0;
+		for (size_t i = 0; i < nouts + ndeps && !bad; i++) {
+			nl = memchr(p, '\n', (size_t)(end - p));
+			if (!nl || nl - p < 36) {
+				bad = 1;
+				break;
+			}
+			*nl = 0;
+			if (i < nouts) {
+				ActionOut *o = &r.outs[r.nouts];
+				char *e2;
+				if (p[0] != 'o' || hash_parse(p + 2, &o->h) < 0)
+					bad = 1;
+				else {
+					o->size = strtoll(p + 35, &e2, 10);
+					if (*e2 != ' ')
+						bad = 1;
+					else {
+						o->name = xstrdup(e2 + 1);
+						r.nouts++;
+					}
+				}
+			} else {
+				ActionDep *d = &r.deps[r.ndeps];
+				if (p[0] != 'd' || hash_parse(p + 2, &d->h) < 0)
+					bad = 1;
+				else {
+					d->path = xstrdup(p + 35);
+					r.ndeps++;
+				}
+			}
+			p = nl + 1;
+		}
+		if (bad || (size_t)(end - p) < ktlen + 1) {
+			action_rec_free(&r);
+			return -1;
+		}
+		r.keytext = xstrndup(p, ktlen);
+		p += ktlen + 1;
+		LogEntry *e = buildlog_put(l, model, stage, &r);
+		e->touched = touched;
+		action_rec_free(&r);
+	}
+	return 0;
+}
+
+BuildLog *buildlog_open(const char *path)
+{
+	BuildLog *l = xcalloc(1, sizeof *l);
+	l->path = xstrdup(path);
+	char *data;
+	size_t len;
+	if (access(path, F_OK) == 0 && read_file(path, &data, &len) == 0) {
+		if (parse(l, data, data + len) < 0) {
+			warn("ignoring corrupt build log '%s'", path);
+			for (size_t i = 0; i < l->cap; i++)
+				if (l->tab[i].id) {
+					free(l->tab[i].id);
+					action_rec_free(&l->tab[i].rec);
+				}
+			free(l->tab);
+			l->tab = NULL;
+			l->cap = l->n = 0;
+		}
+		free(data);
+	}
+	l->dirty = 0;
+	return l;
+}
+
+int buildlog_save(BuildLog *l)
+{
+	if (!l->dirty)
+		return 0;
+	StrBuf sb = {0};
+	char hex[HASH_HEX_LEN];
+	sb_puts(&sb, "quantmake-log 1\n");
+	for (size_t i = 0; i < l->cap; i++) {
+		LogEntry *e = &l->tab[i];
+		if (!e->id)
+			continue;
+		const ActionRec *r = &e->rec;
+		char *tab = strchr(e->id, '\t');
+		sb_printf(&sb, "a %.*s %s %s %lld %zu %zu %zu\n", (int)(tab - e->id), e->id, tab + 1,
+			  hash_hex(r->key, hex), (long long)e->touched, r->nouts, r->ndeps, strlen(r->keytext));
+		for (size_t j = 0; j < r->nouts; j++)
+			sb_printf(&sb, "o %s %lld %s\n", hash_hex(r->outs[j].h, hex), (long long)r->outs[j].size,
+				  r->outs[j].name);
+		for (size_t j = 0; j < r->ndeps; j++)
+			sb_printf(&sb, "d %s %s\n", hash_hex(r->deps[j].h, hex), r->deps[j].path);
+		sb_puts(&sb, r->keytext);
+		sb_putc(&sb, '\n');
+	}
+	char *dir = path_dir(l->path);
+	int rc = mkdirs(dir);
+	free(dir);
+	if (rc == 0)
+		rc = write_file_atomic(l->path, sb.buf, sb.len);
+	sb_release(&sb);
+	if (rc == 0)
+		l->dirty = 0;
+	return rc;
+}
+
+void buildlog_close(BuildLog *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->cap; i++)
+		if (l->tab[i].id) {
+			free(l->tab[i].id);
+			action_rec_free(&l->tab[i].rec);
+		}
+	free(l->tab);
+	free(l->path);
+	free(l);
+}

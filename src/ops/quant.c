@@ -1,0 +1,303 @@
+/* quant.c — QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear:
+ * inference and kernels.
+ *
+ * Scales and zero points are per tensor (scalars), per axis (1-D along
+ * `axis`) or, since opset 21, per block (`block_size` consecutive elements of
+ * `axis` share one). Quantization divides in float32, rounds half to even,
+ * adds the zero point and saturates, for int8, uint8, int16, uint16, int32
+ * and the packed 4-bit int4/uint4 (low nibble first). The float8 and float4
+ * types are refused by name. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/nn.h"
+#include "ops/op.h"
+#include "ops/shapeutil.h"
+#include "util.h"
+
+static int q_int_type(int dt)
+{
+	return dt == DT_INT8 || dt == DT_UINT8 || dt == DT_INT16 || dt == DT_UINT16 || dt == DT_INT32 ||
+	       dt == DT_INT4 || dt == DT_UINT4;
+}
+
+/* element i of an integer tensor (4-bit types unpacked) */
+static int64_t q_get(int dt, const void *base, int64_t i)
+{
+	const uint8_t *p = base;
+	if (dt == DT_INT4 || dt == DT_UINT4) {
+		int v = (p[i >> 1] >> ((i & 1) * 4)) & 0xf;
+		return dt == DT_INT4 && v >= 8 ? v - 16 : v;
+	}
+	return elem_get_i64(dt, base, i);
+}
+
+static void q_put(int dt, void *base, int64_t i, int64_t v)
+{
+	uint8_t *p = base;
+	if (dt == DT_INT4 || dt == DT_UINT4) {
+		int sh = (int)(i & 1) * 4;
+		p[i >> 1] = (uint8_t)((p[i >> 1] & ~(0xf << sh)) | ((v & 0xf) << sh));
+		return;
+	}
+	elem_put_i64(dt, base, i, v);
+}
+
+static void q_range(int dt, double *lo, double *hi)
+{
+	if (dt == DT_INT4) {
+		*lo = -8;
+		*hi = 7;
+	} else if (dt == DT_UINT4) {
+		*lo = 0;
+		*hi = 15;
+	} else {
+		nn_int_range(dt, lo, hi);
+	}
+}
+
+/* Where the scale of each element is: per tensor, per axis or per block. */
+typedef struct QLayout {
+	int64_t outer, len, inner;   /* x as [outer, len, inner] around axis */
+	int kind;                    /* 0 tensor, 1 axis, 2 block */
+	int64_t block, nblk;
+} QLayout;
+
+static int q_layout(const Onnx__NodeProto *n, int64_t opset, const Tensor *x, const Tensor *scale,
+		    const Tensor *zp, QLayout *l)
+{
+	int64_t axis = 1, block = 0;
+	memset(l, 0, sizeof *l);
+	if (opset >= 13 && attr_int(n, "axis", 1, &axis) < 0)
+		return -1;
+	if (opset >= 21 && attr_int(n, "block_size", 0, &block) < 0)
+		return -1;
+	if (zp) {
+		if (zp->numel != scale->numel || zp->rank != scale->rank)
+			return op_error(n, "zero point shape differs from the scale's");
+	}
+	l->outer = 1;
+	l->len = 1;
+	l->inner = 1;
+	if (scale->numel == 1 && block == 0 && scale->rank <= 1) {
+		l->kind = 0;
+		l->inner = x->numel;
+		return 0;
+	}
+	if (norm_axis(n, axis, x->rank, &axis) < 0)
+		return -1;
+	for (int i = 0; i < x->rank; i++)
+		*(i < axis ? &l->outer : i == axis ? &l->len : &l->inner) *= x->dims[i];
+	if (block <= 0) {
+		if (scale->rank != 1 || scale->numel != l->len)
+			return op_error(n, "per-axis scale must be 1-D with %lld elements (axis %lld), got %lld",
+					(long long)l->len, (long long)axis, (long long)scale->numel);
+		l->kind = 1;
+		return 0;
+	}
+	l->kind = 2;
+	l->block = block;
+	l->nblk = (l->len + block - 1) / block;
+	if (scale->rank != x->rank)
+		return op_error(n, "blocked scale must have the input's rank %d, got %d", x->rank, scale->rank);
+	for (int i = 0; i < x->rank; i++)
+		if (scale->dims[i] != (i == axis ? l->nblk : x->dims[i]))
+			return op_error(n, "blocked scale dim %d is %lld, expected %lld", i, (long long)scale->dims[i],
+					(long long)(i == axis ? l->nblk : x->dims[i]));
+	return 0;
+}
+
+/* scale index of element i */
+static inline int64_t q_sidx(const QLayout *l, int64_t i)
+{
+	if (l->kind == 0)
+		return 0;
+	int64_t in = i % l->inner, k = i / l->inner % l->len;
+	if (l->kind == 1)
+		return k;
+	int64_t o = i / (l->inner * l->len);
+	return (o * l->nblk + k / l->block) * l->inner + in;
+}
+
+static int q_unsupported(const Onnx__NodeProto *n, int64_t opset, int dt)
+{
+	return op_unsupported_type(n, opset, dt);
+}
+
+/* ---- QuantizeLinear ---- */
+
+static int quantize_out_type(const Onnx__NodeProto *n, int64_t opset, int zpdt, int *dt)
+{
+	int64_t od = 0;
+	if (opset >= 21 && attr_int(n, "output_dtype", 0, &od) < 0)
+		return -1;
+	if (zpdt && od && zpdt != od)
+		return op_error(n, "output_dtype %s differs from the zero point's type %s", dtype_name((int)od),
+				dtype_name(zpdt));
+	*dt = zpdt ? zpdt : od ? (int)od : DT_UINT8;
+	return 0;
+}
+
+static int quantize_infer(InferCtx *c)
+{
+	int dt;
+	const ValueType *zp = c->nin > 2 ? c->in[2] : NULL;
+	if (infer_same_as_input(c, 0, 0) < 0)
+		return -1;
+	if (zp && !zp->elem) {
+		c->out[0]->elem = 0;   /* the zero point's type is not known yet */
+		return 0;
+	}
+	if (quantize_out_type(c->node, c->opset, zp ? zp->elem : 0, &dt) < 0)
+		return -1;
+	c->out[0]->elem = dt;
+	return 0;
+}
+
+static int quantize_run(RunCtx *c)
+{
+	const Tensor *x = c->in[0], *sc = c->nin > 1 ? c->in[1] : NULL, *zp = c->nin > 2 ? c->in[2] : NULL;
+	int dt;
+	QLayout l;
+	if (!sc)
+		return op_error(c->node, "input y_scale is required");
+	if (quantize_out_type(c->node, c->opset, zp ? zp->dtype : 0, &dt) < 0)
+		return -1;
+	if (!q_int_type(dt))
+		return q_unsupported(c->node, c->opset, dt);
+	if (!nn_is_float(x->dtype) && x->dtype != DT_INT32)
+		return q_unsupported(c->node, c->opset, x->dtype);
+	if (!nn_is_float(sc->dtype))
+		return op_error(c->node, "y_scale has type %s, expected a floating-point type", dtype_name(sc->dtype));
+	if (q_layout(c->node, c->opset, x, sc, zp, &l) < 0)
+		return -1;
+	if (op_output(c, 0, dt, x->rank, x->dims) < 0)
+		return -1;
+	double lo, hi;
+	q_range(dt, &lo, &hi);
+	float *xf = nn_f32_copy(x), *sf = nn_f32_copy(sc);
+	void *y = c->out[0]->data;
+	for (int64_t i = 0; i < x->numel; i++) {
+		int64_t si = q_sidx(&l, i);
+		float z = zp ? (float)q_get(zp->dtype, zp->data, si) : 0.0f;
+		float v = nn_round_even(xf[i] / sf[si]) + z;
+		double d = isnan(v) ? 0 : v;
+		if (d < lo)
+			d = lo;
+		if (d > hi)
+			d = hi;
+		q_put(dt, y, i, (int64_t)d);
+	}
+	free(xf);
+	free(sf);
+	return 0;
+}
+
+/* ---- DequantizeLinear ---- */
+
+static int dequantize_out_type(const Onnx__NodeProto *n, int64_t opset, int scdt, int *dt)
+{
+	int64_t od = 0;
+	if (opset >= 23 && attr_int(n, "output_dtype", 0, &od) < 0)
+		return -1;
+	*dt = od ? (int)od : scdt;
+	return 0;
+}
+
+static int dequantize_infer(InferCtx *c)
+{
+	int dt;
+	const ValueType *sc = nn_in(c, 1);
+	if (!sc || infer_same_as_input(c, 0, 0) < 0 || dequantize_out_type(c->node, c->opset, sc->elem, &dt) < 0)
+		return -1;
+	c->out[0]->elem = dt;
+	return 0;
+}
+
+static int dequantize_run(RunCtx *c)
+{
+	const Tensor *x = c->in[0], *sc = c->nin > 1 ? c->in[1] : NULL, *zp = c->nin > 2 ? c->in[2] : NULL;
+	int dt;
+	QLayout l;
+	if (!sc)
+		return op_error(c->node, "input x_scale is required");
+	if (!q_int_type(x->dtype))
+		return q_unsupported(c->node, c->opset, x->dtype);
+	if (zp && zp->dtype != x->dtype)
+		return op_error(c->node, "zero point has type %s, expected %s like the input",
+				dtype_name(zp->dtype), dtype_name(x->dtype));
+	if (!nn_is_float(sc->dtype))
+		return op_error(c->node, "x_scale has type %s, expected a floating-point type", dtype_name(sc->dtype));
+	if (dequantize_out_type(c->node, c->opset, sc->dtype, &dt) < 0)
+		return -1;
+	if (q_layout(c->node, c->opset, x, sc, zp, &l) < 0)
+		return -1;
+	float *ty, *sf = nn_f32_copy(sc);
+	float *y = nn_f32_out(c, 0, dt, x->rank, x->dims, &ty);
+	if (!y) {
+		free(sf);
+		return -1;
+	}
+	for (int64_t i = 0; i < x->numel; i++) {
+		int64_t si = q_sidx(&l, i);
+		int64_t z = zp ? q_get(zp->dtype, zp->data, si) : 0;
+		y[i] = (float)(q_get(x->dtype, x->data, i) - z) * sf[si];
+	}
+	nn_f32_done(c->out[0], ty);
+	free(sf);
+	return 0;
+}
+
+/* ---- DynamicQuantizeLinear ---- */
+
+static int dynquant_infer(InferCtx *c)
+{
+	if (infer_same_as_input(c, 0, 0) < 0)
+		return -1;
+	c->out[0]->elem = DT_UINT8;
+	if (c->nout > 1 && c->out[1])
+		vt_set_tensor(c->out[1], DT_FLOAT, 0);
+	if (c->nout > 2 && c->out[2])
+		vt_set_tensor(c->out[2], DT_UINT8, 0);
+	return 0;
+}
+
+static int dynquant_run(RunCtx *c)
+{
+	const Tensor *x = c->in[0];
+	if (x->dtype != DT_FLOAT)
+		return q_unsupported(c->node, c->opset, x->dtype);
+	float *tx;
+	const float *xf = nn_f32_in(c, x, &tx);
+	float mn = 0, mx = 0;
+	for (int64_t i = 0; i < x->numel; i++) {
+		if (xf[i] < mn)
+			mn = xf[i];
+		if (xf[i] > mx)
+			mx = xf[i];
+	}
+	float scale = (mx - mn) / 255.0f;
+	float zpf = scale != 0 ? nn_round_even(0.0f - mn / scale) : 0.0f;
+	uint8_t zp = (uint8_t)(zpf < 0 ? 0 : zpf > 255 ? 255 : zpf);
+	if (op_output(c, 0, DT_UINT8, x->rank, x->dims) < 0 || (c->nout > 1 && c->out[1] && op_output(c, 1, DT_FLOAT, 0, NULL) < 0) ||
+	    (c->nout > 2 && c->out[2] && op_output(c, 2, DT_UINT8, 0, NULL) < 0)) {
+		free(tx);
+		return -1;
+	}
+	uint8_t *y = c->out[0]->data;
+	for (int64_t i = 0; i < x->numel; i++) {
+		float v = scale != 0 ? nn_round_even(xf[i] / scale) + (float)zp : (float)zp;
+		y[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+	}
+	if (c->nout > 1 && c->out[1])
+		memcpy(c->out[1]->data, &scale, sizeof scale);
+	if (c->nout > 2 && c->out[2])
+		*(uint8_t *)c->out[2]->data = zp;
+	free(tx);
+	return 0;
+}
+
+OPERATOR(ai_onnx, DequantizeLinear, 10, dequantize_infer, dequantize_run)
+OPERATOR(ai_onnx, DynamicQuantizeLinear, 11, dynquant_infer, dynquant_run)
+OPERATOR(ai_onnx, QuantizeLinear, 10, quantize_infer, quantize_run)

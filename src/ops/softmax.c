@@ -1,0 +1,141 @@
+/* softmax.c — Softmax, LogSoftmax and Hardmax.
+ *
+ * Before opset 13 the input is coerced to 2-D at 'axis' (default 1): the
+ * operation runs over the flattened trailing dimensions dims[axis:]. From
+ * opset 13 it runs over the single axis 'axis' (default -1). Both are one
+ * kernel over (outer, d, inner) blocks; inner is 1 for the common last-axis
+ * case, a contiguous row. Rows are shifted by their maximum for stability. */
+/* FP exception flags are never read: let GCC vectorize the float loops */
+#pragma GCC optimize("no-trapping-math")
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <tgmath.h>
+
+#include "ops/elem.h"
+#include "ops/op.h"
+#include "ops/shapeutil.h"
+#include "util.h"
+
+enum { SM_SOFTMAX, SM_LOGSOFTMAX, SM_HARDMAX };
+
+/* exp in the row's type: the fast float32 one for float */
+#define SM_EXP(v) _Generic((v), float: qm_expf((float)(v)), default: exp((double)(v)))
+
+/* one row of d elements, stride inner, from r into w */
+#define SOFTMAX_ROW(T) { \
+	T mx = r[0]; \
+	int64_t arg = 0; \
+	for (int64_t j = 1; j < d; j++) \
+		if (r[j * inner] > mx) { \
+			mx = r[j * inner]; \
+			arg = j; \
+		} \
+	if (op == SM_HARDMAX) { \
+		for (int64_t j = 0; j < d; j++) \
+			w[j * inner] = j == arg; \
+	} else { \
+		if (isinf(mx)) \
+			mx = 0; \
+		if (inner == 1) { \
+			const T *restrict rr = r; \
+			T *restrict ww = w; \
+			EL_BLOCKED(d, ww[i] = SM_EXP(rr[i] - mx);) \
+		} else { \
+			for (int64_t j = 0; j < d; j++) \
+				w[j * inner] = SM_EXP(r[j * inner] - mx); \
+		} \
+		double sum = 0; \
+		for (int64_t j = 0; j < d; j++) \
+			sum += w[j * inner]; \
+		if (op == SM_SOFTMAX) { \
+			T inv = (T)(1 / sum); \
+			for (int64_t j = 0; j < d; j++) \
+				w[j * inner] *= inv; \
+		} else { \
+			T lse = (T)(log(sum) + mx); \
+			for (int64_t j = 0; j < d; j++) \
+				w[j * inner] = r[j * inner] - lse; \
+		} \
+	} \
+}
+
+#define SOFTMAX_CASE(DT, T) case DT: { \
+	const T *px = x->data; \
+	T *py = y->data; \
+	for (int64_t o = 0; o < outer; o++) { \
+		for (int64_t k = 0; k < inner; k++) { \
+			const T *r = px + o * d * inner + k; \
+			T *w = py + o * d * inner + k; \
+			SOFTMAX_ROW(T) \
+		} \
+	} \
+} break;
+
+static int run_softmax(RunCtx *c, int op)
+{
+	ElemIO e;
+	int64_t axis;
+	if (c->nin < 1 || !c->in[0])
+		return op_error(c->node, "missing input 0");
+	int dt = c->in[0]->dtype;
+	if (attr_int(c->node, "axis", c->opset < 13 ? 1 : -1, &axis) < 0)
+		return -1;
+	if (eio_begin(&e, c) < 0)
+		return -1;
+	const Tensor *x = e.in[0];
+	int64_t a = 0, outer = 1, d = 1, inner = 1;
+	if (x->rank > 0 || c->opset >= 13) {
+		if (norm_axis(c->node, axis, x->rank, &a) < 0)
+			return eio_end(&e, -1);
+	}
+	for (int i = 0; i < x->rank; i++) {
+		if (i < a)
+			outer *= x->dims[i];
+		else if (i == a || c->opset < 13)
+			d *= x->dims[i];
+		else
+			inner *= x->dims[i];
+	}
+	Tensor *y;
+	if (eio_output(&e, 0, dt, x->rank, x->dims, &y) < 0)
+		return eio_end(&e, -1);
+	if (d == 0 || outer == 0 || inner == 0)
+		return eio_end(&e, 0);
+	switch (x->dtype) {
+	ELEM_FLOATS(SOFTMAX_CASE)
+	default: return eio_end(&e, op_unsupported_type(c->node, c->opset, dt));
+	}
+	return eio_end(&e, 0);
+}
+
+static int softmax_run(RunCtx *c)
+{
+	return run_softmax(c, SM_SOFTMAX);
+}
+
+static int logsoftmax_run(RunCtx *c)
+{
+	return run_softmax(c, SM_LOGSOFTMAX);
+}
+
+static int hardmax_run(RunCtx *c)
+{
+	return run_softmax(c, SM_HARDMAX);
+}
+
+static int softmax_infer(InferCtx *c)
+{
+	int64_t axis, a;
+	if (infer_same_as_input(c, 0, 0) < 0)
+		return -1;
+	if (attr_int(c->node, "axis", c->opset < 13 ? 1 : -1, &axis) < 0)
+		return -1;
+	if (c->in[0]->rank > 0 && norm_axis(c->node, axis, c->in[0]->rank, &a) < 0)
+		return -1;
+	return 0;
+}
+
+OPERATOR(ai_onnx, Softmax, 1, softmax_infer, softmax_run)
+OPERATOR(ai_onnx, LogSoftmax, 1, softmax_infer, logsoftmax_run)
+OPERATOR(ai_onnx, Hardmax, 1, softmax_infer, hardmax_run)

@@ -4,7 +4,7 @@
 PREFIX   ?= /usr/local
 CC       ?= cc
 # OpenBLAS is compiled against but not linked: src/blas.c loads it on first use.
-PKGS      = libprotobuf-c libxxhash libarchive libgit2 inih jansson
+PKGS      = libprotobuf-c libxxhash libarchive libgit2 inih jansson nettle
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) openblas 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto

@@ -262,17 +262,32 @@ static int cmpstr(const void *x, const void *y)
 static int make_key(Build *b, Action *a)
 {
 	StrBuf sb = {0};
-	char hex[HASH_HEX_LEN];
-	sb_printf(&sb, "quantmake-key 1\ntool %s\nstage %s %d\nmodel %s\n", QM_VERSION, a->stage->name,
-		  a->stage->version, a->model->name);
+	char hex[HASH_HEX_LEN], num[32];
+	/* plain appends: this runs for every action of every no-op build */
+	sb_puts(&sb, "quantmake-key 1\ntool " QM_VERSION "\nstage ");
+	sb_puts(&sb, a->stage->name);
+	snprintf(num, sizeof num, " %d\nmodel ", a->stage->version);
+	sb_puts(&sb, num);
+	sb_puts(&sb, a->model->name);
+	sb_putc(&sb, '\n');
 	for (const StageParam *p = a->stage->params; p->key; p++) {
 		const char *v = stage_param_value(a->model, p->key);
-		if (v && p->in_key)
-			sb_printf(&sb, "param %s=%s\n", p->key, v);
+		if (!v || !p->in_key)
+			continue;
+		sb_puts(&sb, "param ");
+		sb_puts(&sb, p->key);
+		sb_putc(&sb, '=');
+		sb_puts(&sb, v);
+		sb_putc(&sb, '\n');
 	}
 	if (a->in)
-		for (size_t i = 0; i < a->in->rec.nouts; i++)
-			sb_printf(&sb, "input %s %s\n", hash_hex(a->in->rec.outs[i].h, hex), a->in->rec.outs[i].name);
+		for (size_t i = 0; i < a->in->rec.nouts; i++) {
+			sb_puts(&sb, "input ");
+			sb_puts(&sb, hash_hex(a->in->rec.outs[i].h, hex));
+			sb_putc(&sb, ' ');
+			sb_puts(&sb, a->in->rec.outs[i].name);
+			sb_putc(&sb, '\n');
+		}
 	if (a->stage->declared_inputs) {
 		PtrVec files = {0};
 		if (a->stage->declared_inputs(a->model, b->p->root, &files) < 0) {
@@ -285,8 +300,13 @@ static int make_key(Build *b, Action *a)
 			Hash h;
 			if (r == 0 && statcache_hash(b->sc, files.v[i], &h) < 0)
 				r = -1;
-			if (r == 0 && (i == 0 || strcmp(files.v[i], files.v[i - 1])))
-				sb_printf(&sb, "file %s %s\n", hash_hex(h, hex), (char *)files.v[i]);
+			if (r == 0 && (i == 0 || strcmp(files.v[i], files.v[i - 1]))) {
+				sb_puts(&sb, "file ");
+				sb_puts(&sb, hash_hex(h, hex));
+				sb_putc(&sb, ' ');
+				sb_puts(&sb, files.v[i]);
+				sb_putc(&sb, '\n');
+			}
 			free(files.v[i]);
 		}
 		pv_free(&files);
@@ -750,11 +770,70 @@ static int materialize(Build *b)
 	return again;
 }
 
+/* ---- GNU make jobserver (client side) ----
+ * Under `make -jN`, MAKEFLAGS carries --jobserver-auth=R,W: every job beyond
+ * our first needs a token read from R, written back when the job ends. R is
+ * reopened through /proc so that our non-blocking reads do not change the
+ * pipe's flags for make and its other children. */
+static struct {
+	int r, w;
+	char held[1024];
+	size_t nheld;
+} js = {-1, -1, {0}, 0};
+
+int jobserver_open(void)
+{
+	const char *mf = getenv("MAKEFLAGS");
+	const char *a = mf ? strstr(mf, "--jobserver-auth=") : NULL;
+	if (!a && mf)
+		a = strstr(mf, "--jobserver-fds=");
+	if (!a)
+		return 0;
+	a = strchr(a, '=') + 1;
+	int r, w;
+	if (sscanf(a, "%d,%d", &r, &w) != 2 || fcntl(r, F_GETFD) < 0 || fcntl(w, F_GETFD) < 0)
+		return 0; /* fifo: style or fds not passed to us (a non-recursive rule) */
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", r);
+	js.r = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (js.r < 0)
+		return 0;
+	js.w = w;
+	fcntl(w, F_SETFD, FD_CLOEXEC);
+	return 1;
+}
+
+static int js_take(void)
+{
+	if (js.nheld >= sizeof js.held)
+		return 0;
+	char c;
+	if (read(js.r, &c, 1) != 1)
+		return 0;
+	js.held[js.nheld++] = c;
+	return 1;
+}
+
+static void js_give(void)
+{
+	if (js.nheld == 0)
+		return;
+	char c = js.held[--js.nheld];
+	while (write(js.w, &c, 1) < 0 && errno == EINTR)
+		;
+}
+
+static void js_give_all(void)
+{
+	while (js.nheld)
+		js_give();
+}
+
 static int run_loop(Build *b)
 {
 	size_t running = 0;
 	for (;;) {
-		int progress = 0;
+		int progress = 0, want_token = 0;
 		/* resolve and start what is ready */
 		for (size_t i = 0; i < b->nacts && !got_signal; i++) {
 			Action *a = b->acts[i];
@@ -806,6 +885,10 @@ static int run_loop(Build *b)
 			}
 			if (running >= (size_t)b->o->jobs)
 				continue;
+			if (b->o->jobserver && js.r >= 0 && running >= 1 && !js_take()) {
+				want_token = 1;
+				continue;
+			}
 			if (b->o->explain)
 				printf("explain %s %s: %s\n", a->stage->name, a->model->name, a->why);
 			if (start(b, a) < 0) {
@@ -847,7 +930,15 @@ static int run_loop(Build *b)
 			}
 		pfds[n].fd = sigpipe_r_fd;
 		pfds[n].events = POLLIN;
-		int pr = poll(pfds, n + 1, -1);
+		size_t npfd = n + 1;
+		if (want_token) {
+			pfds = xreallocarray(pfds, n + 2, sizeof *pfds);
+			pfds[n + 1].fd = js.r;
+			pfds[n + 1].events = POLLIN;
+			pfds[n + 1].revents = 0;
+			npfd++;
+		}
+		int pr = poll(pfds, npfd, -1);
 		if (pr < 0 && errno != EINTR) {
 			free(pfds);
 			free(who);
@@ -868,6 +959,8 @@ static int run_loop(Build *b)
 			while (waitpid(who[i]->pid, &st, 0) < 0 && errno == EINTR)
 				;
 			running--;
+			if (running > 0 || js.nheld)
+				js_give();
 			finish(b, who[i], st);
 		}
 		free(pfds);
@@ -969,6 +1062,7 @@ int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
 			argv0, ran, hits, statcache_reads(b.sc));
 	if (statcache_save(b.sc) < 0)
 		warn("%s", errmsg());
+	js_give_all();
 	if (buildlog_save(b.log) < 0)
 		warn("%s", errmsg());
 	buildlog_close(b.log);

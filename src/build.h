@@ -18,6 +18,7 @@ typedef struct BuildOpts {
 	int dry_run;       /* -n */
 	int force;         /* -B */
 	int explain;       /* --explain */
+	int jobserver;     /* take tokens from make's jobserver (no -j given) */
 	const char *cache_dir;   /* resolved cache directory */
 	const char *build_dir;   /* resolved build directory (project-relative) */
 } BuildOpts;
@@ -25,6 +26,8 @@ typedef struct BuildOpts {
 /* Build targets ("all", "MODEL", "MODEL:STAGE"); returns the exit status:
  * 0 done, 1 an action failed, 2 bad target or rule input. */
 int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets);
+/* Join the GNU make jobserver named in MAKEFLAGS, if any; 1 when joined. */
+int jobserver_open(void);
 /* Print the action graph in Graphviz dot format; exit status as above. */
 int build_graph(Project *p, const BuildOpts *o, int ntargets, char **targets);
 

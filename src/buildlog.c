@@ -123,14 +123,25 @@ static int parse(BuildLog *l, char *p, char *end)
 		if (!nl)
 			return -1;
 		*nl = 0;
-		char model[512], stage[128], key[64];
-		long long touched;
-		size_t nouts, ndeps, ktlen;
-		if (sscanf(p, "a %511s %127s %63s %lld %zu %zu %zu", model, stage, key, &touched, &nouts,
-			   &ndeps, &ktlen) != 7)
+		/* a MODEL STAGE KEY TOUCHED NOUTS NDEPS KTLEN (split by hand: this
+		 * is read on every build) */
+		char *f[8];
+		int nf = 0;
+		for (char *q = p; nf < 8;) {
+			f[nf++] = q;
+			q = strchr(q, ' ');
+			if (!q)
+				break;
+			*q++ = 0;
+		}
+		if (nf != 8 || strcmp(f[0], "a"))
 			return -1;
+		const char *model = f[1], *stage = f[2];
+		long long touched = strtoll(f[4], NULL, 10);
+		size_t nouts = strtoull(f[5], NULL, 10), ndeps = strtoull(f[6], NULL, 10);
+		size_t ktlen = strtoull(f[7], NULL, 10);
 		ActionRec r = {0};
-		if (hash_parse(key, &r.key) < 0)
+		if (strlen(f[3]) != 32 || hash_parse(f[3], &r.key) < 0)
 			return -1;
 		p = nl + 1;
 		r.outs = xcalloc(nouts + 1, sizeof *r.outs);

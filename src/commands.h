@@ -18,4 +18,13 @@ int cmd_run(int argc, char **argv);
  * (src/infer/cmd.c) */
 int cmd_infer_shapes(int argc, char **argv);
 
+/* quantmake release [--require-clean] [--require-git] [NAME...]: build and
+ * pack releases; p and o come from the driver's global options
+ * (src/release/cmd.c) */
+struct Project;
+struct BuildOpts;
+int cmd_release(struct Project *p, const struct BuildOpts *o, int argc, char **argv);
+/* quantmake verify-release ARCHIVE (src/release/cmd.c) */
+int cmd_verify_release(int argc, char **argv);
+
 #endif

@@ -31,3 +31,4 @@ int hash_fd_avx2(int fd, void *buf, size_t bufsz, unsigned char out[16])
 	memcpy(out, c.digest, 16);
 	return 0;
 }
+

@@ -17,6 +17,7 @@ static int cmd_clean(int argc, char **argv);
 static int cmd_hash(int argc, char **argv);
 static int cmd_gc(int argc, char **argv);
 static int cmd_graph(int argc, char **argv);
+static int cmd_release_main(int argc, char **argv);
 
 static const struct {
 	const char *name;
@@ -33,6 +34,9 @@ static const struct {
 	{"infer-shapes", cmd_infer_shapes, "infer-shapes IN OUT [--strict]   infer types and shapes"},
 	{"convert", cmd_convert, "convert IN OUT [--external-data NAME] [--threshold BYTES] [--inline]\n"
 				 "                           re-save a model, moving tensors to/from external data"},
+	{"release", cmd_release_main, "release [--require-clean] [--require-git] [NAME...]\n"
+				      "                           build and pack releases into dist/ (git-stamped)"},
+	{"verify-release", cmd_verify_release, "verify-release ARCHIVE    re-hash an archive against its MANIFEST.json"},
 };
 
 static void usage(FILE *f)
@@ -72,6 +76,10 @@ static void dirs(Project *p, BuildOpts *o)
 	o->build_dir = bd ? bd : "build";
 	const char *j = sec_get(&p->settings, "jobs");
 	o->jobs = opt.jobs > 0 ? opt.jobs : j ? atoi(j) : ncpus();
+	/* under make -jN without our own -j, make's jobserver sets the pace */
+	o->jobserver = opt.jobs == 0 && jobserver_open();
+	if (o->jobserver)
+		o->jobs = 1024;
 	o->keep_going = opt.keep_going;
 	o->dry_run = opt.dry_run;
 	o->force = opt.force;
@@ -152,6 +160,16 @@ static int cmd_graph(int argc, char **argv)
 	BuildOpts o;
 	dirs(p, &o);
 	int r = build_graph(p, &o, argc - 1, argv + 1);
+	project_free(p);
+	return r;
+}
+
+static int cmd_release_main(int argc, char **argv)
+{
+	Project *p = load_project();
+	BuildOpts o;
+	dirs(p, &o);
+	int r = cmd_release(p, &o, argc, argv);
 	project_free(p);
 	return r;
 }

@@ -182,13 +182,16 @@ void sb_putc(StrBuf *sb, char c)
 void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap)
 {
 	va_list ap2;
+	sb_grow(sb, 64);
 	va_copy(ap2, ap);
-	int n = vsnprintf(NULL, 0, fmt, ap2);
+	int n = vsnprintf(sb->buf + sb->len, sb->cap - sb->len, fmt, ap2);
 	va_end(ap2);
 	if (n < 0)
 		return;
-	sb_grow(sb, (size_t)n);
-	vsnprintf(sb->buf + sb->len, (size_t)n + 1, fmt, ap);
+	if ((size_t)n >= sb->cap - sb->len) {
+		sb_grow(sb, (size_t)n);
+		vsnprintf(sb->buf + sb->len, (size_t)n + 1, fmt, ap);
+	}
 	sb->len += (size_t)n;
 }
 
@@ -262,10 +265,14 @@ char *path_join(const char *a, const char *b)
 {
 	if (!a || !*a || b[0] == '/')
 		return xstrdup(b);
-	size_t la = strlen(a);
-	if (a[la - 1] == '/')
-		return xasprintf("%s%s", a, b);
-	return xasprintf("%s/%s", a, b);
+	size_t la = strlen(a), lb = strlen(b);
+	int slash = a[la - 1] != '/';
+	char *p = xmalloc(la + slash + lb + 1);
+	memcpy(p, a, la);
+	if (slash)
+		p[la] = '/';
+	memcpy(p + la + slash, b, lb + 1);
+	return p;
 }
 
 char *path_dir(const char *path)

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Compare quantmake's inferred types with onnx's reference inference.
 
-usage: infer_crosscheck.py STRIP IN OUT      drop IN's value_info, save as OUT
+usage: infer_crosscheck.py SYNTH OUT         write a synthetic 10,000-node model
+       infer_crosscheck.py STRIP IN OUT      drop IN's value_info and output
+                                               types (all graphs), save as OUT
        infer_crosscheck.py CHECK LABEL STRIPPED OURS
            run onnx.shape_inference.infer_shapes(STRIPPED, data_prop=True) and
            compare every tensor of every graph with OURS (quantmake's output
@@ -9,8 +11,11 @@ usage: infer_crosscheck.py STRIP IN OUT      drop IN's value_info, save as OUT
            specific (known where the reference is not, a concrete dim where it
            has a symbol). Prints one "diff ..." line per difference, a summary
            line, and "PASS: crosscheck_LABEL" or "FAIL: crosscheck_LABEL: ...".
+           OURS_SECONDS in the environment adds timings to the summary.
 """
+import os
 import sys
+import time
 
 import onnx
 from onnx import shape_inference
@@ -95,15 +100,53 @@ def compare(ref, ours):
     return why, more or m
 
 
+def synth(path, blocks=1000):
+    """10 nodes a block: the PyTorch reshape pattern (Shape, Gather,
+    Unsqueeze, Concat, Reshape) around elementwise ops, symbolic batch"""
+    import numpy as np
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "i0"),
+             numpy_helper.from_array(np.array([0], np.int64), "ax0"),
+             numpy_helper.from_array(np.array([-1], np.int64), "m1"),
+             numpy_helper.from_array(np.array([4, 16], np.int64), "s416")]
+    nodes, prev = [], "x"
+    for i in range(blocks):
+        inits.append(numpy_helper.from_array(np.full((64,), 0.5, np.float32), "b%d" % i))
+        nodes += [h.make_node("Add", [prev, "b%d" % i], ["a%d" % i]),
+                  h.make_node("Relu", ["a%d" % i], ["r%d" % i]),
+                  h.make_node("Shape", ["r%d" % i], ["s%d" % i]),
+                  h.make_node("Gather", ["s%d" % i, "i0"], ["g%d" % i], axis=0),
+                  h.make_node("Unsqueeze", ["g%d" % i, "ax0"], ["u%d" % i]),
+                  h.make_node("Concat", ["u%d" % i, "s416"], ["c%d" % i], axis=0),
+                  h.make_node("Reshape", ["r%d" % i, "c%d" % i], ["p%d" % i]),
+                  h.make_node("Mul", ["p%d" % i, "p%d" % i], ["q%d" % i]),
+                  h.make_node("Concat", ["u%d" % i, "m1"], ["d%d" % i], axis=0),
+                  h.make_node("Reshape", ["q%d" % i, "d%d" % i], ["y%d" % i])]
+        prev = "y%d" % i
+    g = h.make_graph(nodes, "synthetic", [h.make_tensor_value_info("x", T.FLOAT, ["batch", 64])],
+                     [h.make_tensor_value_info(prev, T.FLOAT, None)], initializer=inits)
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), path)
+
+
 def main():
+    if sys.argv[1] == "SYNTH":
+        synth(sys.argv[2])
+        return
     if sys.argv[1] == "STRIP":
         m = onnx.load(sys.argv[2])
         for _, g in graphs(m.graph):
             del g.value_info[:]
+            for o in g.output:
+                o.ClearField("type")
         onnx.save(m, sys.argv[3])
         return
     label, stripped, ours_path = sys.argv[2:5]
-    ref = types(shape_inference.infer_shapes(onnx.load(stripped), data_prop=True))
+    model = onnx.load(stripped)
+    t0 = time.perf_counter()
+    ref = types(shape_inference.infer_shapes(model, data_prop=True))
+    ref_seconds = time.perf_counter() - t0
     ours = types(onnx.load(ours_path))
     diffs, more, same = [], 0, 0
     for key in sorted(set(ref) | set(ours)):
@@ -117,8 +160,12 @@ def main():
             same += 1
     for d in diffs:
         print(d)
-    print("crosscheck %s: %d tensors, %d equal, %d more specific than the reference, %d worse" % (
-        label, len(set(ref) | set(ours)), same, more, len(diffs)))
+    timing = ""
+    if os.environ.get("OURS_SECONDS"):
+        timing = "; time ours %ss (whole command), reference %.3fs (inference only)" % (
+            os.environ["OURS_SECONDS"], ref_seconds)
+    print("crosscheck %s: %d tensors, %d equal, %d more specific than the reference, %d worse%s" % (
+        label, len(set(ref) | set(ours)), same, more, len(diffs), timing))
     if diffs:
         print("FAIL: crosscheck_%s: %d tensors less specific or different (first: %s)" % (
             label, len(diffs), diffs[0][5:]))

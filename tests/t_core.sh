@@ -247,3 +247,48 @@ expect_err "gc rejects a bad size" 2 "invalid size" "$Q" -C "$P" gc --max-size 1
 "$Q" -C "$P" graph > "$TMPD/graph" 2>&1 && grep -q '"c:export" -> "c:infer-shapes"' "$TMPD/graph" && pass "graph prints the action graph" || fail "graph prints the action graph"
 expect_err "bad -j" 2 "-j expects a number" "$Q" -C "$P" -j 0
 expect_err "unknown option" 2 "unknown option '--frobnicate'" "$Q" -C "$P" --frobnicate
+
+# ---- under make -jN, make's jobserver sets how many actions run at once ----
+if command -v make >/dev/null; then
+	J=$TMPD/js
+	mkdir -p "$J/rules"
+	for k in 1 2 3 4 5 6; do
+		printf '[model m%s]\nexport = echo + >> conc.log; sleep 0.4; echo - >> conc.log; cp %s "$out"\n' "$k" "$M1" >> "$J/rules/a.rules"
+	done
+	printf 'all:\n\t+%s -C %s\n' "$Q" "$J" > "$J/Makefile"
+	maxconc() { awk '/\+/{c++; if (c>m) m=c} /-/{c--} END{print m}' "$J/conc.log"; }
+	make -s -C "$J" -j2 > /dev/null 2>&1
+	m2=$(maxconc)
+	rm -rf "$J/build" "$J/cache" "$J/conc.log"
+	make -s -C "$J" -j6 > /dev/null 2>&1
+	m6=$(maxconc)
+	[ "$m2" -le 2 ] && [ "$m6" -ge 3 ] && pass "make's jobserver limits parallel actions (max $m2 under -j2, $m6 under -j6)" ||
+		fail "make's jobserver limits parallel actions" "max $m2 under -j2, $m6 under -j6"
+fi
+
+# ---- disk full: no partial object, record or output ----
+D=$TMPD/full
+mkdir -p "$D/proj/rules" "$D/fs"
+if [ -x "$PY" ] && mount -t tmpfs -o size=1M tmpfs "$D/fs" 2>/dev/null; then
+	"$PY" -c "
+import numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+w = numpy_helper.from_array(np.arange(600000, dtype=np.float32), 'w')
+g = helper.make_graph([helper.make_node('Identity', ['w'], ['y'])], 'g', [],
+    [helper.make_tensor_value_info('y', TensorProto.FLOAT, [600000])], [w])
+onnx.save(helper.make_model(g), '$D/proj/big.onnx')"
+	printf '[model big]\nsource = big.onnx\n' > "$D/proj/rules/a.rules"
+	QUANTMAKE_CACHE=$D/fs/cache "$Q" -C "$D/proj" > "$TMPD/dlog" 2>&1
+	st=$?
+	[ $st -eq 1 ] && grep -q 'No space left on device' "$TMPD/dlog" && [ -z "$(find "$D/fs/cache/objects" "$D/fs/cache/actions" -type f 2>/dev/null)" ] &&
+		[ -z "$(ls -A "$D/fs/cache/tmp")" ] && pass "full cache disk: exit 1, nothing stored, no temporaries" ||
+		fail "full cache disk: exit 1, nothing stored, no temporaries" "status $st: $(cat "$TMPD/dlog")"
+	printf '[settings]\nbuild-dir = %s/fs/build\n[model big]\nsource = big.onnx\n' "$D" > "$D/proj/rules/a.rules"
+	"$Q" -C "$D/proj" > "$TMPD/dlog2" 2>&1
+	st=$?
+	[ $st -eq 1 ] && grep -q 'No space left on device' "$TMPD/dlog2" && [ -z "$(find "$D/fs/build" -name '*.onnx*' 2>/dev/null)" ] &&
+		pass "full build disk: exit 1, no partial output" || fail "full build disk: exit 1, no partial output" "status $st: $(cat "$TMPD/dlog2"; find "$D/fs/build")"
+	umount "$D/fs"
+else
+	skip "disk full" "needs root (tmpfs mount) and the Python venv"
+fi

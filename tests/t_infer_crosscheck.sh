@@ -3,9 +3,11 @@
 # (data_prop=True) on real models: the ONNX files shipped in the PyPI wheels
 # silero-vad and magika (downloaded once into tests/.cache/, git-ignored) and
 # the small CNN and transformer of tests/models (tests/models/make_models.py).
-# Each model has its value_info dropped; for every tensor of every graph ours
+# Each model has its value_info and output types dropped; for every tensor of every graph ours
 # must equal the reference or be strictly more specific. Differences are
-# listed as "diff ..." lines.
+# listed as "diff ..." lines. A synthetic 10,000-node model (PyTorch's
+# Shape/Gather/Unsqueeze/Concat/Reshape pattern) joins them; the summary lines
+# carry timings of both (ours under the binary tested, ASan included).
 if [ ! -x "$PY" ]; then
 	echo "SKIP: crosscheck: $PY missing (sh scripts/venv.sh)"
 	exit 0
@@ -40,17 +42,22 @@ with zipfile.ZipFile(w) as z:
                 os.rename(dst + ".tmp", dst)
 PYEOF
 done
-for m in "$cache/models/"*.onnx "$ROOT/tests/models/"*.onnx; do
+if ! "$PY" "$ROOT/tests/infer_crosscheck.py" SYNTH "$tmp/synthetic10k.onnx" 2> "$tmp/err"; then
+	echo "FAIL: crosscheck_synthetic10k: cannot make the model: $(tail -n1 "$tmp/err")"
+fi
+for m in "$cache/models/"*.onnx "$ROOT/tests/models/"*.onnx "$tmp/synthetic10k.onnx"; do
 	[ -e "$m" ] || continue
 	label=$(basename "$m" .onnx)
 	if ! "$PY" "$ROOT/tests/infer_crosscheck.py" STRIP "$m" "$tmp/$label.in.onnx" 2> "$tmp/err"; then
 		echo "FAIL: crosscheck_$label: cannot read the model: $(tail -n1 "$tmp/err")"
 		continue
 	fi
+	t0=$(date +%s.%N)
 	if ! "$QUANTMAKE" infer-shapes "$tmp/$label.in.onnx" "$tmp/$label.out.onnx" > /dev/null 2> "$tmp/err"; then
 		echo "FAIL: crosscheck_$label: infer-shapes failed: $(head -c 300 "$tmp/err")"
 		continue
 	fi
+	OURS_SECONDS=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }') \
 	"$PY" "$ROOT/tests/infer_crosscheck.py" CHECK "$label" "$tmp/$label.in.onnx" "$tmp/$label.out.onnx" 2> "$tmp/err" ||
 		echo "FAIL: crosscheck_$label: comparison failed: $(tail -n1 "$tmp/err")"
 done

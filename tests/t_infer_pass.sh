@@ -74,6 +74,8 @@ good if_outer && expect if_outer if_outer_scope "vi t FLOAT[2,3]" "out y FLOAT[2
 	"  out tb FLOAT[2,3]" "  out eb FLOAT[2,3]"
 good loop && expect loop loop_body "out v FLOAT[2,3]" "  out v_out FLOAT[2,3]" "  out scan_out FLOAT[2,3]"
 good sequence && expect sequence sequence_type "vi s seq(FLOAT[2,3])" "out y FLOAT[2,3]"
+good init_input && expect init_input initializer_as_input "out y FLOAT[3,2]"
+good function && expect function local_function "out y FLOAT[3,2,5]"
 good type_float8 && expect type_float8 type_float8 "out y FLOAT8E4M3FN[3,2]"
 good type_int4 && expect type_int4 type_int4 "out y INT4[3,2]"
 good type_bfloat16 && expect type_bfloat16 type_bfloat16 "out y BFLOAT16[3,2]"

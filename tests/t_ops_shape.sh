@@ -50,7 +50,7 @@ def data(shape, dt):
     return rng.integers(max(info.min, -100), min(info.max, 100), size=shape, endpoint=True).astype(dt)
 
 
-def run_case(name, m, feeds):
+def run_case(name, m, feeds, want=None):
     path = name + ".onnx"
     onnx.save(m, path)
     args = [qm, "run", path, "-o", name + ".npz", "-q"]
@@ -62,7 +62,7 @@ def run_case(name, m, feeds):
         print("FAIL: %s: quantmake run: %s" % (name, r.stderr.strip().splitlines()[-1:] if r.stderr else r.returncode))
         return
     try:
-        ref = ReferenceEvaluator(m).run(None, feeds)
+        ref = want if want is not None else ReferenceEvaluator(m).run(None, feeds)
     except Exception as e:
         print("SKIP: %s: the reference evaluator fails: %s" % (name, str(e).splitlines()[0][:100]))
         return
@@ -158,6 +158,29 @@ run_case("constant_of_shape_int64", m, {"x": np.array([2, 3], dtype=np.int64)})
 m = model([h.make_node("Range", ["a", "b", "c"], ["y"])], [vi("a", T.INT64, []), vi("b", T.INT64, []), vi("c", T.INT64, [])], [vi("y", 0)])
 run_case("range_int64_negative", m, {"a": np.array(10, dtype=np.int64), "b": np.array(-7, dtype=np.int64),
                                       "c": np.array(-3, dtype=np.int64)})
+
+# Constant in every numeric form (sparse with linear and coordinate indices)
+sp_vals = numpy_helper.from_array(np.array([1.5, -2.0, 3.25], dtype=np.float32), "v")
+for name, kw in [
+        ("constant_value_float", {"value_float": 2.5}),
+        ("constant_value_floats", {"value_floats": [1.0, -2.0, 0.5]}),
+        ("constant_value_int", {"value_int": -7}),
+        ("constant_value_ints", {"value_ints": [3, -1, 9]}),
+        ("constant_sparse_linear", {"sparse_value": h.make_sparse_tensor(
+            sp_vals, numpy_helper.from_array(np.array([0, 5, 11], np.int64), "i"), [3, 4])}),
+        ("constant_sparse_coords", {"sparse_value": h.make_sparse_tensor(
+            sp_vals, numpy_helper.from_array(np.array([[0, 1], [2, 0], [1, 3]], np.int64), "i"), [3, 4])})]:
+    m = model([h.make_node("Constant", [], ["c"], **kw), h.make_node("Identity", ["c"], ["y"])],
+              [vi("x", T.FLOAT, [1])], [vi("y", 0)], opset=13)
+    want = None
+    if "sparse_value" in kw:
+        want = np.zeros([3, 4], np.float32)
+        want.flat[[1, 8, 7]] = [1.5, -2.0, 3.25]
+        if name.endswith("linear"):
+            want = np.zeros([3, 4], np.float32)
+            want.flat[[0, 5, 11]] = [1.5, -2.0, 3.25]
+        want = [want]
+    run_case(name, m, {"x": np.zeros([1], np.float32)}, want)
 
 # recurrent networks against onnxruntime (the reference evaluator lacks
 # bidirectional RNNs; onnxruntime lacks layout 1, so a layout-1 model is

@@ -166,7 +166,28 @@ for i in range(4): a = a * x + W
 y = np.load('l.npz')['Y']; print('ok' if np.allclose(y, a) else 'bad %r vs %r' % (y, a))"
 run chain.onnx -i X=big.npy -o c.npz --bench 5
 [ $? -eq 0 ] && expect bench-latency "latency: mean .* ms, p50 .* ms, p90 .* ms over 5 runs" out.txt || echo "FAIL: bench-latency: $(cat err.txt)"
+# 40 nodes of 16 KiB each: with lifetimes, at most a few are alive at once
+pk=$(sed -n 's/^memory: .*peak live activations \([0-9.]*\) MiB/\1/p' out.txt)
+if [ -n "$pk" ] && awk -v p="$pk" 'BEGIN { exit !(p <= 0.05) }'; then
+	echo "PASS: lifetimes-free-dead-tensors"
+else
+	echo "FAIL: lifetimes-free-dead-tensors: peak live activations '$pk' MiB, expected <= 0.05 (3 x 16 KiB)"
+fi
 pycheck buffer-reuse-chain "y = np.load('c.npz')['Y']; e = np.load('chain_expected.npy'); print('ok' if np.array_equal(y, e) else 'bad max diff %g' % abs(y - e).max())"
+# samples: an npz with an extra (label) array, a test data set; taps gather ranges
+"$PY" -c "import numpy as np; x = np.load('x.npy'); np.savez('withlabels.npz', X=x * 2, labels=np.arange(2))"
+run add.onnx -s withlabels.npz -s set/test_data_set_0 --stats
+if [ $? -eq 0 ] && grep -q "^sample 1: Y float \[2,3\]" out.txt; then echo "PASS: samples-run"; else echo "FAIL: samples-run: $(cat out.txt err.txt | head -c 300)"; fi
+# the range of Z = X + W over both samples (2X and X), as numpy computes it
+"$PY" -c "
+import numpy as np
+x = np.load('x.npy'); W = np.array([1, -2, .5], np.float32)
+z = np.concatenate([(2 * x + W).ravel(), (x + W).ravel()])
+print('Z float %.6g %.6g' % (z.min(), z.max()))" > want.txt
+got=$(awk '$1 == "Z" { printf "%s %s %s %s\n", $1, $2, $3, $4 }' out.txt)
+if [ "$got" = "$(cat want.txt)" ]; then echo "PASS: samples-stats-tap"; else echo "FAIL: samples-stats-tap: got '$got', expected '$(cat want.txt)'"; fi
+"$PY" -c "import numpy as np; np.savez('nolabels.npz', foo=np.zeros(3))"
+run add.onnx -s nolabels.npz; fails samples-no-input 1 "sample 0: the sample names none of the model's inputs (first tensor: 'foo'"
 run nosuch.onnx;   fails missing-model 2 "nosuch.onnx"
 run add.onnx --bogus; fails bad-option 2 "unknown option '--bogus'"
 

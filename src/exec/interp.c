@@ -90,6 +90,7 @@ struct Interp {
 	Frame *cur;               /* frame whose node is running */
 	Block *pool;
 	size_t npool, cappool;
+	size_t pool_bytes;        /* capacity of the blocks in the pool */
 	int *real_inputs;         /* indexes into main->inputs without initializer */
 	size_t nreal;
 	size_t weights;           /* bytes of loaded initializers */
@@ -151,14 +152,23 @@ static void *pool_get(Interp *ip, size_t need)
 	for (size_t i = 0; i < ip->npool; i++) {
 		size_t c = ip->pool[i].cap;
 		/* best fit, but never park a small tensor in a much larger block */
-		if (c >= need && c <= 2 * need + 4096 && (best == SIZE_MAX || c < ip->pool[best].cap))
+		if (c >= need && c <= need + need / 2 + 4096 && (best == SIZE_MAX || c < ip->pool[best].cap))
 			best = i;
 	}
 	if (best == SIZE_MAX)
 		return xmalloc(need);
 	void *p = ip->pool[best].p;
+	ip->pool_bytes -= ip->pool[best].cap;
 	ip->pool[best] = ip->pool[--ip->npool];
 	return p;
+}
+
+/* free pool block i */
+static void pool_drop(Interp *ip, size_t i)
+{
+	free(ip->pool[i].p);
+	ip->pool_bytes -= ip->pool[i].cap;
+	ip->pool[i] = ip->pool[--ip->npool];
 }
 
 static void pool_put(Interp *ip, void *p)
@@ -170,8 +180,7 @@ static void pool_put(Interp *ip, void *p)
 		for (size_t i = 1; i < ip->npool; i++)
 			if (ip->pool[i].cap < ip->pool[s].cap)
 				s = i;
-		free(ip->pool[s].p);
-		ip->pool[s] = ip->pool[--ip->npool];
+		pool_drop(ip, s);
 	}
 	if (ip->npool == ip->cappool) {
 		ip->cappool = ip->cappool ? 2 * ip->cappool : 32;
@@ -179,7 +188,19 @@ static void pool_put(Interp *ip, void *p)
 	}
 	ip->pool[ip->npool].p = p;
 	ip->pool[ip->npool].cap = malloc_usable_size(p);
+	ip->pool_bytes += ip->pool[ip->npool].cap;
 	ip->npool++;
+	/* Free blocks never exceed the largest live set seen (at least 1 MiB),
+	 * so live tensors plus the pool stay within twice the peak: drop the
+	 * largest blocks first. */
+	size_t limit = ip->peak > (1u << 20) ? ip->peak : (1u << 20);
+	while (ip->pool_bytes > limit && ip->npool) {
+		size_t b = 0;
+		for (size_t i = 1; i < ip->npool; i++)
+			if (ip->pool[i].cap > ip->pool[b].cap)
+				b = i;
+		pool_drop(ip, b);
+	}
 }
 
 /* give a node-output tensor's storage back to the pool */
@@ -328,40 +349,42 @@ static int toposort(Plan *p, size_t nn, int **deps, size_t *ndeps, int *order)
 			order[i] = (int)i;
 		return 0;
 	}
-	/* Kahn's algorithm, preferring the graph's order */
-	int *indeg = xcalloc(nn ? nn : 1, sizeof *indeg);
-	char *done = xcalloc(nn ? nn : 1, 1);
-	for (size_t i = 0; i < nn; i++)
-		indeg[i] = (int)ndeps[i];
+	/* depth-first: each node after its producers, otherwise in graph order;
+	 * a producer met again while still on the stack closes a cycle */
+	char *state = xcalloc(nn, 1); /* 0 new, 1 on the stack, 2 emitted */
+	int *stack = xmalloc(sizeof *stack * nn);
+	size_t *next = xcalloc(nn, sizeof *next);
 	size_t k = 0;
-	int progress = 1;
-	while (k < nn && progress) {
-		progress = 0;
-		for (size_t i = 0; i < nn; i++) {
-			if (done[i] || indeg[i])
-				continue;
-			done[i] = 1;
-			order[k++] = (int)i;
-			progress = 1;
-			for (size_t j = 0; j < nn; j++)
-				for (size_t d = 0; d < ndeps[j]; d++)
-					if (deps[j][d] == (int)i)
-						indeg[j]--;
+	int r = 0;
+	for (size_t root = 0; root < nn && r == 0; root++) {
+		if (state[root])
+			continue;
+		size_t sp = 0;
+		stack[sp++] = (int)root;
+		state[root] = 1;
+		while (sp && r == 0) {
+			int v = stack[sp - 1];
+			if (next[v] < ndeps[v]) {
+				int d = deps[v][next[v]++];
+				if (state[d] == 1) {
+					char lb[256];
+					r = error("graph '%s' has a cycle through node '%s' (%s)", gname(g),
+						  node_label(g->node[d], lb, sizeof lb),
+						  g->node[d]->op_type ? g->node[d]->op_type : "?");
+				} else if (state[d] == 0) {
+					state[d] = 1;
+					stack[sp++] = d;
+				}
+			} else {
+				state[v] = 2;
+				order[k++] = v;
+				sp--;
+			}
 		}
 	}
-	int r = 0;
-	if (k < nn) {
-		for (size_t i = 0; i < nn; i++)
-			if (!done[i]) {
-				char lb[256];
-				r = error("graph '%s' has a cycle through node '%s' (%s)", gname(g),
-					  node_label(g->node[i], lb, sizeof lb),
-					  g->node[i]->op_type ? g->node[i]->op_type : "?");
-				break;
-			}
-	}
-	free(indeg);
-	free(done);
+	free(state);
+	free(stack);
+	free(next);
 	return r;
 }
 
@@ -943,6 +966,24 @@ int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *ou
 		r = take_outputs(f, nout, out);
 	frame_clear(ip, f);
 	ip->live = 0;
+	return r;
+}
+
+int interp_run_sample(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *out)
+{
+	Tensor *sel = xcalloc(nin ? nin : 1, sizeof *sel);
+	size_t n = 0;
+	for (size_t k = 0; k < nin; k++) {
+		int take = !in[k].name;
+		for (size_t i = 0; i < ip->nreal && !take; i++)
+			take = !strcmp(in[k].name, interp_input_name(ip, i));
+		if (take)
+			sel[n++] = in[k]; /* shallow: interp_run only reads */
+	}
+	int r = n || !nin ? interp_run(ip, n, sel, nout, out)
+			  : error("the sample names none of the model's inputs (first tensor: '%s', first input: '%s')",
+				  in[0].name, ip->nreal ? interp_input_name(ip, 0) : "");
+	free(sel);
 	return r;
 }
 

@@ -52,6 +52,11 @@ const char *interp_output_name(const Interp *ip, size_t i);
  * them. The inputs are only read. */
 int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *out);
 
+/* Run one sample as read by dataio (samples_next): tensors named after a
+ * model input feed it, other named tensors (labels, say) are ignored, and
+ * unnamed tensors feed the remaining inputs in order. */
+int interp_run_sample(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *out);
+
 /* Change the tap between runs. */
 void interp_set_tap(Interp *ip, void (*tap)(void *ud, const char *name, const Tensor *t), void *ud);
 

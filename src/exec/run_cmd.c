@@ -27,7 +27,8 @@
 static void run_usage(void)
 {
 	fprintf(stderr, "usage: quantmake run MODEL [-i [NAME=]FILE]... [-d TEST_DATA_SET_DIR] [-o OUT.npz]\n"
-			"                     [--compare DIR] [--bench N] [-t THREADS] [-q]\n"
+			"                     [--compare DIR] [--bench N] [-t THREADS] [-q] [--trace]\n"
+			"       quantmake run MODEL -s SAMPLES... [--stats]   (files, dirs, globs of .npy/.npz/.pb)\n"
 			"       quantmake run --check MODEL...\n");
 }
 
@@ -239,6 +240,117 @@ static void trace_tap(void *ud, const char *name, const Tensor *t)
 		shape_str(t->rank, t->dims, sb, sizeof sb), sum);
 }
 
+/* -s SPEC --stats: per-tensor range over every sample, gathered by a tap
+ * the way a min/max calibrator would, without keeping activations */
+typedef struct Stat {
+	char *name;
+	int dtype;
+	double min, max, sum;
+	int64_t n;
+} Stat;
+
+typedef struct Stats {
+	Stat *v;
+	size_t n, cap;      /* entries in first-seen order */
+	int *slot;          /* open addressing into v, -1 empty */
+	size_t nslot;
+} Stats;
+
+static size_t stat_hash(const char *s)
+{
+	size_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static void stats_tap(void *ud, const char *name, const Tensor *t)
+{
+	Stats *st = ud;
+	if (2 * (st->n + 1) > st->nslot) {
+		free(st->slot);
+		st->nslot = st->nslot ? 2 * st->nslot : 256;
+		st->slot = xmalloc(sizeof *st->slot * st->nslot);
+		for (size_t i = 0; i < st->nslot; i++)
+			st->slot[i] = -1;
+		for (size_t k = 0; k < st->n; k++) {
+			size_t i = stat_hash(st->v[k].name) & (st->nslot - 1);
+			while (st->slot[i] >= 0)
+				i = (i + 1) & (st->nslot - 1);
+			st->slot[i] = (int)k;
+		}
+	}
+	size_t i = stat_hash(name) & (st->nslot - 1);
+	while (st->slot[i] >= 0 && strcmp(st->v[st->slot[i]].name, name))
+		i = (i + 1) & (st->nslot - 1);
+	if (st->slot[i] < 0) {
+		if (st->n == st->cap) {
+			st->cap = st->cap ? 2 * st->cap : 64;
+			st->v = xreallocarray(st->v, st->cap, sizeof *st->v);
+		}
+		st->v[st->n] = (Stat){.name = xstrdup(name), .dtype = t->dtype, .min = INFINITY, .max = -INFINITY};
+		st->slot[i] = (int)st->n++;
+	}
+	Stat *e = &st->v[st->slot[i]];
+	if (dtype_bits(t->dtype) < 8)
+		return;
+	for (int64_t j = 0; j < t->numel; j++) {
+		double v = tensor_get_f64(t, j);
+		if (v < e->min)
+			e->min = v;
+		if (v > e->max)
+			e->max = v;
+		e->sum += v;
+	}
+	e->n += t->numel;
+}
+
+/* run every sample of specs; print the outputs' shapes per sample and, with
+ * stats, every tensor's range */
+static int run_samples(Interp *ip, const char *const *specs, size_t nspecs, int stats, int quiet)
+{
+	SampleIter *it;
+	Stats st = {0};
+	if (samples_open(specs, nspecs, &it) < 0)
+		return -1;
+	if (stats)
+		interp_set_tap(ip, stats_tap, &st);
+	size_t nout = interp_noutputs(ip);
+	Tensor *out = xcalloc(nout ? nout : 1, sizeof *out);
+	TensorList l;
+	int r, k = 0;
+	while ((r = samples_next(it, &l)) > 0) {
+		r = interp_run_sample(ip, l.n, l.t, nout, out);
+		tl_free(&l);
+		if (r < 0) {
+			error_prefix("sample %d", k);
+			break;
+		}
+		for (size_t i = 0; i < nout; i++) {
+			char sb[256];
+			if (!quiet)
+				printf("sample %d: %s %s %s\n", k, interp_output_name(ip, i), dtype_name(out[i].dtype),
+				       shape_str(out[i].rank, out[i].dims, sb, sizeof sb));
+			tensor_free(&out[i]);
+		}
+		k++;
+	}
+	free(out);
+	samples_close(it);
+	interp_set_tap(ip, NULL, NULL);
+	if (r == 0 && stats) {
+		printf("%-40s %-8s %14s %14s %14s\n", "tensor", "type", "min", "max", "mean");
+		for (size_t i = 0; i < st.n; i++)
+			printf("%-40s %-8s %14.6g %14.6g %14.6g\n", st.v[i].name, dtype_name(st.v[i].dtype),
+			       st.v[i].min, st.v[i].max, st.v[i].n ? st.v[i].sum / (double)st.v[i].n : 0.0);
+	}
+	for (size_t i = 0; i < st.n; i++)
+		free(st.v[i].name);
+	free(st.v);
+	free(st.slot);
+	return r;
+}
+
 static int add_input(const char *arg, TensorList *in)
 {
 	const char *eq = strchr(arg, '=');
@@ -274,8 +386,9 @@ static int add_input(const char *arg, TensorList *in)
 int cmd_run(int argc, char **argv)
 {
 	const char *model = NULL, *dir = NULL, *outpath = NULL, *cmpdir = NULL;
-	int bench = 0, threads = 1, check = 0, conformance = 0, quiet = 0, dump = 0, trace = 0;
+	int bench = 0, threads = 1, check = 0, conformance = 0, quiet = 0, dump = 0, trace = 0, stats = 0;
 	TensorList in = {0};
+	PtrVec specs = {0};
 	PtrVec rest = {0};
 	int rc = 2;
 	for (int i = 1; i < argc; i++) {
@@ -290,6 +403,10 @@ int cmd_run(int argc, char **argv)
 				fprintf(stderr, "%s: %s\n", argv0, errmsg());
 				goto out;
 			}
+		} else if ((!strcmp(a, "-s") || !strcmp(a, "--samples")) && more) {
+			pv_push(&specs, argv[++i]);
+		} else if (!strcmp(a, "--stats")) {
+			stats = 1;
 		} else if (!strcmp(a, "-d") && more) {
 			dir = argv[++i];
 		} else if (!strcmp(a, "-o") && more) {
@@ -380,6 +497,20 @@ int cmd_run(int argc, char **argv)
 	if (!ip) {
 		fprintf(stderr, "%s: %s: %s\n", argv0, model, errmsg());
 		rc = 1;
+		goto done;
+	}
+	if (specs.n) {
+		if (in.n || dir || outpath || cmpdir || bench) {
+			fprintf(stderr, "%s: run: -s cannot be combined with -i, -d, -o, --compare or --bench\n", argv0);
+			goto done;
+		}
+		rc = run_samples(ip, (const char *const *)specs.v, specs.n, stats, quiet) < 0 ? 1 : 0;
+		if (rc)
+			fprintf(stderr, "%s: %s: %s\n", argv0, model, errmsg());
+		goto done;
+	}
+	if (stats) {
+		fprintf(stderr, "%s: run: --stats needs samples (-s SPEC)\n", argv0);
 		goto done;
 	}
 	if (dir) {
@@ -481,5 +612,6 @@ done:
 out:
 	tl_free(&in);
 	pv_free(&rest);
+	pv_free(&specs);
 	return rc;
 }

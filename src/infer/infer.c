@@ -120,6 +120,10 @@ struct InferState {
 	Scope *scope;           /* innermost scope being inferred */
 	PtrVec memos;           /* GraphMemo * */
 	int depth;
+	/* inside a model-local function: its opsets, and its formal inputs the
+	 * caller left out (absent, not undefined) */
+	const Onnx__FunctionProto *fn;
+	StrMap *fn_absent;
 };
 
 static ValueType *vt_new(void)
@@ -373,6 +377,239 @@ static int check_output(const Onnx__NodeProto *n, size_t i, const ValueType *t)
 	return 0;
 }
 
+static int infer_graph(InferState *st, const Onnx__GraphProto *g, size_t nin,
+		       const ValueType *const *in, int is_main, ValueType *outs, size_t nouts);
+
+static int same_domain(const char *a, const char *b)
+{
+	if (!a || !strcmp(a, "ai.onnx"))
+		a = "";
+	if (!b || !strcmp(b, "ai.onnx"))
+		b = "";
+	return !strcmp(a, b);
+}
+
+/* opset of dom for the node being inferred: the function's own imports
+ * inside a model-local function, else the model's */
+static int64_t node_opset(const InferState *st, const char *dom)
+{
+	if (st->fn) {
+		for (size_t i = 0; i < st->fn->n_opset_import; i++)
+			if (same_domain(st->fn->opset_import[i]->domain, dom))
+				return st->fn->opset_import[i]->version;
+	}
+	return model_opset(st->mp, dom);
+}
+
+static const Onnx__FunctionProto *find_function(const InferState *st, const char *dom,
+						 const char *name)
+{
+	for (size_t i = 0; i < st->mp->n_functions; i++) {
+		const Onnx__FunctionProto *f = st->mp->functions[i];
+		if (f->name && !strcmp(f->name, name) && same_domain(f->domain, dom))
+			return f;
+	}
+	return NULL;
+}
+
+/* does g (or a graph nested in it) hold an attribute reference? */
+static int graph_has_attr_ref(const Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t j = 0; j < g->node[i]->n_attribute; j++) {
+			const Onnx__AttributeProto *a = g->node[i]->attribute[j];
+			if (a->ref_attr_name && *a->ref_attr_name)
+				return 1;
+			if (a->g && graph_has_attr_ref(a->g))
+				return 1;
+			for (size_t k = 0; k < a->n_graphs; k++)
+				if (graph_has_attr_ref(a->graphs[k]))
+					return 1;
+		}
+	return 0;
+}
+
+/* The default of function attribute name, from FunctionProto.attribute_proto
+ * (field 11, newer than this build's onnx.proto, so kept as an unknown field).
+ * *out is NULL when there is none; the caller frees it. */
+static int function_attr_default(const Onnx__FunctionProto *f, const char *name,
+				 Onnx__AttributeProto **out)
+{
+	*out = NULL;
+	for (unsigned i = 0; i < f->base.n_unknown_fields; i++) {
+		const ProtobufCMessageUnknownField *u = &f->base.unknown_fields[i];
+		if (u->tag != 11 || u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
+			continue;
+		/* the payload may still carry its varint length prefix */
+		uint64_t len = 0;
+		size_t k = 0;
+		for (int shift = 0; k < u->len && shift < 64; shift += 7) {
+			len |= (uint64_t)(u->data[k] & 0x7f) << shift;
+			if (!(u->data[k++] & 0x80))
+				break;
+		}
+		const uint8_t *p = u->data;
+		size_t n = u->len;
+		if (k + len == u->len) {
+			p += k;
+			n = (size_t)len;
+		}
+		Onnx__AttributeProto *a = onnx__attribute_proto__unpack(NULL, n, p);
+		if (!a)
+			return error("function '%s': unreadable attribute default", f->name);
+		if (a->name && !strcmp(a->name, name)) {
+			*out = a;
+			return 0;
+		}
+		onnx__attribute_proto__free_unpacked(a, NULL);
+	}
+	return 0;
+}
+
+/* Infer a call of model-local function f by node n: the body is inferred
+ * as an isolated graph (no outer scope) with the caller's attributes
+ * substituted for attribute references. */
+static int infer_function(InferState *st, const Onnx__NodeProto *n, const Onnx__FunctionProto *f,
+			  const ValueType *const *in, ValueType *outv)
+{
+	char lb[256];
+	size_t nn = f->n_node;
+	Onnx__NodeProto *copies = xcalloc(nn ? nn : 1, sizeof *copies);
+	Onnx__NodeProto **nodes = xcalloc(nn ? nn : 1, sizeof *nodes);
+	PtrVec owned = {0}, defaults = {0};
+	Onnx__ValueInfoProto *vin = xcalloc(f->n_input ? f->n_input : 1, sizeof *vin);
+	Onnx__ValueInfoProto **pin = xcalloc(f->n_input ? f->n_input : 1, sizeof *pin);
+	Onnx__ValueInfoProto *vout = xcalloc(f->n_output ? f->n_output : 1, sizeof *vout);
+	Onnx__ValueInfoProto **pout = xcalloc(f->n_output ? f->n_output : 1, sizeof *pout);
+	const ValueType **bin = xcalloc(f->n_input ? f->n_input : 1, sizeof *bin);
+	StrMap absent = {0};
+	int rc = -1;
+	sm_init(&absent, f->n_input);
+	if (st->depth >= 64) {
+		op_error(n, "functions nested more than 64 deep");
+		goto out;
+	}
+	for (size_t i = 0; i < nn; i++) {
+		const Onnx__NodeProto *b = f->node[i];
+		copies[i] = *b;
+		nodes[i] = &copies[i];
+		for (size_t j = 0; j < b->n_attribute; j++) {
+			const Onnx__AttributeProto *a = b->attribute[j];
+			if ((a->g && graph_has_attr_ref(a->g)) || (a->n_graphs && a->graphs[0] &&
+								  graph_has_attr_ref(a->graphs[0]))) {
+				op_error(n, "function '%s': attribute references inside subgraphs "
+					    "of its body are not supported", f->name);
+				goto out;
+			}
+		}
+		int refs = 0;
+		for (size_t j = 0; j < b->n_attribute; j++)
+			refs += b->attribute[j]->ref_attr_name && *b->attribute[j]->ref_attr_name;
+		if (!refs)
+			continue;
+		Onnx__AttributeProto **attrs = xcalloc(b->n_attribute, sizeof *attrs);
+		Onnx__AttributeProto *subst = xcalloc(b->n_attribute, sizeof *subst);
+		pv_push(&owned, attrs);
+		pv_push(&owned, subst);
+		size_t k = 0;
+		for (size_t j = 0; j < b->n_attribute; j++) {
+			Onnx__AttributeProto *a = b->attribute[j];
+			if (!a->ref_attr_name || !*a->ref_attr_name) {
+				attrs[k++] = a;
+				continue;
+			}
+			const Onnx__AttributeProto *actual = node_attr(n, a->ref_attr_name);
+			Onnx__AttributeProto *dflt = NULL;
+			if (!actual) {
+				if (function_attr_default(f, a->ref_attr_name, &dflt) < 0)
+					goto out;
+				if (dflt)
+					pv_push(&defaults, dflt);
+				actual = dflt;
+			}
+			if (!actual)
+				continue; /* not given: the body op's own default applies */
+			subst[j] = *actual;
+			subst[j].name = a->name;
+			subst[j].ref_attr_name = NULL;
+			attrs[k++] = &subst[j];
+		}
+		copies[i].attribute = attrs;
+		copies[i].n_attribute = k;
+	}
+	/* bind the inputs the caller gave; the rest are absent */
+	size_t nbound = 0;
+	for (size_t i = 0; i < f->n_input; i++) {
+		if (i < n->n_input && n->input[i] && *n->input[i]) {
+			onnx__value_info_proto__init(&vin[nbound]);
+			vin[nbound].name = f->input[i];
+			pin[nbound] = &vin[nbound];
+			bin[nbound++] = in[i];
+		} else
+			sm_put(&absent, f->input[i], (void *)1);
+	}
+	size_t nout = f->n_output < n->n_output ? f->n_output : n->n_output;
+	for (size_t i = 0; i < nout; i++) {
+		onnx__value_info_proto__init(&vout[i]);
+		vout[i].name = f->output[i];
+		pout[i] = &vout[i];
+	}
+	Onnx__GraphProto g;
+	onnx__graph_proto__init(&g);
+	g.name = f->name;
+	g.n_node = nn;
+	g.node = nodes;
+	g.n_input = nbound;
+	g.input = pin;
+	g.n_output = nout;
+	g.output = pout;
+	Scope *saved = st->scope;
+	const Onnx__FunctionProto *savedfn = st->fn;
+	StrMap *savedabs = st->fn_absent;
+	st->scope = NULL;
+	st->fn = f;
+	st->fn_absent = &absent;
+	st->depth++;
+	int r = infer_graph(st, &g, nbound, bin, 0, outv, nout);
+	st->depth--;
+	st->scope = saved;
+	st->fn = savedfn;
+	st->fn_absent = savedabs;
+	/* the temporary graph is gone after this call: forget its results */
+	for (size_t i = 0; i < st->memos.n; i++) {
+		GraphMemo *gm = st->memos.v[i];
+		if (gm->g == &g) {
+			memo_clear(gm);
+			free(gm);
+			st->memos.v[i] = st->memos.v[--st->memos.n];
+			break;
+		}
+	}
+	if (r < 0) {
+		error_prefix("node '%s' (%s): function '%s%s%s'", node_label(n, lb, sizeof lb),
+			     n->op_type, f->domain ? f->domain : "", f->domain && *f->domain ? "." : "",
+			     f->name);
+		goto out;
+	}
+	rc = 0;
+out:
+	for (size_t i = 0; i < owned.n; i++)
+		free(owned.v[i]);
+	for (size_t i = 0; i < defaults.n; i++)
+		onnx__attribute_proto__free_unpacked(defaults.v[i], NULL);
+	pv_free(&owned);
+	pv_free(&defaults);
+	sm_free(&absent, 0);
+	free(copies);
+	free(nodes);
+	free(vin);
+	free(pin);
+	free(vout);
+	free(pout);
+	free(bin);
+	return rc;
+}
+
 static int infer_node(InferState *st, const Onnx__NodeProto *n, const StrMap *decl)
 {
 	char lb[256];
@@ -394,6 +631,8 @@ static int infer_node(InferState *st, const Onnx__NodeProto *n, const StrMap *de
 		if (!nm)
 			continue;
 		if (!(in[i] = scope_lookup(st->scope, nm))) {
+			if (st->fn_absent && sm_get(st->fn_absent, nm))
+				continue; /* a function input the caller left out */
 			op_error(n, "input '%s' refers to no tensor", nm);
 			goto out;
 		}
@@ -401,14 +640,18 @@ static int infer_node(InferState *st, const Onnx__NodeProto *n, const StrMap *de
 	const char *dom = n->domain ? n->domain : "";
 	if (!strcmp(dom, "ai.onnx"))
 		dom = "";
-	int64_t opset = model_opset(st->mp, dom);
-	if (opset <= 0) {
+	int64_t opset = node_opset(st, dom);
+	const OpDef *def = opset > 0 ? ops_find(dom, n->op_type, opset) : NULL;
+	const Onnx__FunctionProto *fn = def ? NULL : find_function(st, dom, n->op_type);
+	if (opset <= 0 && !fn) {
 		op_error(n, "domain '%s' is not imported by the model (no opset_import entry)",
 			 *dom ? dom : "ai.onnx");
 		goto out;
 	}
-	const OpDef *def = ops_find(dom, n->op_type, opset);
-	if (def && def->infer) {
+	if (fn) {
+		if (infer_function(st, n, fn, in, outv) < 0)
+			goto out;
+	} else if (def && def->infer) {
 		InferCtx c = {.node = n, .opset = opset, .nin = nin, .nout = nout,
 			      .in = in, .out = outp, .st = st};
 		if (def->infer(&c) < 0)
@@ -647,20 +890,20 @@ static int add_inputs(InferState *st, const Onnx__GraphProto *g, size_t nin,
 		name_unknowns(st, v);
 		sm_put(&sc->names, vi->name, v);
 	}
-	int consts = st->mp->ir_version < 4; /* old IR: initializers are inputs and constant */
+	/* An initializer that is also an input is a default the caller may
+	 * override; like onnx's reference inference, its value still feeds
+	 * constant propagation, and the input declaration merges with it. */
 	for (size_t i = 0; i < g->n_initializer; i++) {
 		const Onnx__TensorProto *p = g->initializer[i];
 		if (!p->name || !*p->name)
 			return error("graph '%s': initializer %zu has no name", graph_name(g), i);
 		ValueType *v = sm_get(&sc->names, p->name), t = {0};
-		int is_input = v != NULL;
 		t.rank = -1;
-		if (init_type(st, p, &t, !is_input || consts) < 0) {
+		if (init_type(st, p, &t, 1) < 0) {
 			vt_clear(&t);
 			return -1;
 		}
-		if (is_input) {
-			/* an input with a default value: the input's type rules */
+		if (v) {
 			ValueType merged = {0};
 			merged.rank = -1;
 			if (vt_merge(v, &t, &merged) < 0) {
@@ -668,15 +911,6 @@ static int add_inputs(InferState *st, const Onnx__GraphProto *g, size_t nin,
 				vt_clear(&merged);
 				return error_prefix("graph '%s': initializer '%s' and its input declaration",
 						    graph_name(g), p->name);
-			}
-			if (!consts) {
-				/* overridable at run time: keep the declared shape, no value */
-				vt_clear(&merged);
-				vt_copy(&merged, v);
-				if (!merged.elem)
-					merged.elem = t.elem;
-				if (merged.kind == VT_UNKNOWN)
-					vt_copy(&merged, &t);
 			}
 			vt_clear(v);
 			*v = merged;

@@ -87,20 +87,6 @@ int ext_location_check(const char *loc)
 	return 0;
 }
 
-static int map_locked(ExtMap **list, const char *dir, const char *loc, const uint8_t **base,
-		      size_t *size);
-
-/* kernels may read initializers from several threads */
-static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int ext_map(ExtMap **list, const char *dir, const char *loc, const uint8_t **base,
-	    size_t *size)
-{
-	pthread_mutex_lock(&map_lock);
-	int r = map_locked(list, dir, loc, base, size);
-	pthread_mutex_unlock(&map_lock);
-	return r;
-}
 
 static int map_locked(ExtMap **list, const char *dir, const char *loc, const uint8_t **base,
 		      size_t *size)
@@ -150,6 +136,18 @@ static int map_locked(ExtMap **list, const char *dir, const char *loc, const uin
 	*base = b;
 	*size = e->size;
 	return 0;
+}
+
+/* kernels may read initializers from several threads */
+static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int ext_map(ExtMap **list, const char *dir, const char *loc, const uint8_t **base,
+	    size_t *size)
+{
+	pthread_mutex_lock(&map_lock);
+	int r = map_locked(list, dir, loc, base, size);
+	pthread_mutex_unlock(&map_lock);
+	return r;
 }
 
 void ext_free(ExtMap *list)

@@ -66,7 +66,10 @@ typedef struct SaveOpts {
 } SaveOpts;
 /* Serialize to PATH atomically (temp + rename). External data referenced by
  * the model is rewritten beside PATH when opts asks for it, or when it was
- * external in the source and PATH is in another directory. */
+ * external in the source and PATH is in another directory. opts may be NULL.
+ * An unchanged model is written byte for byte as it was loaded; a result over
+ * protobuf's 2 GiB limit is refused (use external_threshold). m is left as
+ * it was: tensors moved in or out while saving are restored afterwards. */
 int model_save(Model *m, const char *path, const SaveOpts *opts);
 /* Serialize into a malloc'd buffer (no external data handling). */
 int model_serialize(const Model *m, uint8_t **data, size_t *len);
@@ -76,7 +79,9 @@ int64_t model_opset(const Onnx__ModelProto *m, const char *domain);
 
 /* Bytes of an initializer or attribute tensor in little-endian raw form,
  * whether stored as raw_data, typed fields or external data. *owned is set
- * when the caller must free(*data). Checks the length against the dims. */
+ * when the caller must free(*data); otherwise *data stays valid until
+ * model_free (external data is mapped, not copied). Checks the length
+ * against the dims. */
 int model_tensor_bytes(Model *m, const Onnx__TensorProto *t, const void **data,
 		       size_t *len, int *owned);
 /* Number of elements implied by t->dims (-1 on overflow/negative). */

@@ -40,6 +40,8 @@ static int fn(const Onnx__NodeProto *n, const Act *p, const Tensor *x, Tensor *y
 /* numerically stable logistic function and log(1 + exp(v)) */
 #define SIGMOID(v) ((v) >= 0 ? 1 / (1 + exp(-(v))) : exp(v) / (1 + exp(v)))
 #define SOFTPLUS(v) ((v) > 0 ? (v) + log1p(exp(-(v))) : log1p(exp(v)))
+/* max(0, min(1, t)) without libm calls, so the loops vectorize; NaN stays NaN */
+#define CLAMP01(t) ((t) < 0 ? 0 : (t) > 1 ? 1 : (t))
 
 ACT(k_relu, UN_FLOAT(v < 0 ? 0 : v) UN_SINT(v < 0 ? 0 : v))
 ACT(k_leaky_relu, UN_FLOAT(v < 0 ? p->alpha * v : v))
@@ -47,8 +49,8 @@ ACT(k_elu, UN_FLOAT(v < 0 ? p->alpha * (exp(v) - 1) : v))
 ACT(k_selu, UN_FLOAT(v <= 0 ? p->gamma * (p->alpha * (exp(v) - 1)) : p->gamma * v))
 ACT(k_celu, UN_FLOAT(v > 0 ? v : p->alpha * (exp(v / p->alpha) - 1)))
 ACT(k_sigmoid, UN_F32(qm_sigmoidf(v)) UN_F64(SIGMOID(v)))
-ACT(k_hard_sigmoid, UN_FLOAT(fmax(0, fmin(1, p->alpha * v + p->beta))))
-ACT(k_hard_swish, UN_FLOAT(v * fmax(0, fmin(1, v / 6 + 0.5f))))
+ACT(k_hard_sigmoid, UN_FLOAT(CLAMP01(p->alpha * v + p->beta)))
+ACT(k_hard_swish, UN_FLOAT(v * CLAMP01(v / 6 + 0.5f)))
 ACT(k_softplus, UN_FLOAT(SOFTPLUS(v)))
 ACT(k_softsign, UN_FLOAT(v / (1 + fabs(v))))
 ACT(k_tanh, UN_F32(qm_tanhf(v)) UN_F64(tanh(v)))
@@ -213,14 +215,15 @@ static int gelu_run(RunCtx *c)
 		memcpy(&hi, phi, sizeof hi); \
 	const T *px = x->data; \
 	T *py = y->data; \
-	for (int64_t i = 0; i < x->numel; i++) { \
-		T v = px[i]; \
-		if (has_lo && v < lo) \
-			v = lo; \
-		if (has_hi && v > hi) \
-			v = hi; \
-		py[i] = v; \
-	} \
+	int64_t n = x->numel; \
+	if (has_lo && has_hi) \
+		EL_BLOCKED(n, T v = px[i]; v = v < lo ? lo : v; py[i] = v > hi ? hi : v;) \
+	else if (has_lo) \
+		EL_BLOCKED(n, T v = px[i]; py[i] = v < lo ? lo : v;) \
+	else if (has_hi) \
+		EL_BLOCKED(n, T v = px[i]; py[i] = v > hi ? hi : v;) \
+	else \
+		memcpy(py, px, sizeof *px * (size_t)n); \
 } break;
 
 static int clip_run(RunCtx *c)

@@ -163,6 +163,26 @@ static int64_t ipow(int64_t a, int64_t b)
  * and exponent) or double (integer base, float exponent) */
 static int k_pow(const Onnx__NodeProto *n, const Tensor *A, const Tensor *B, Tensor *Y)
 {
+	if (B->dtype == A->dtype && B->numel == 1 && (A->dtype == DT_FLOAT || A->dtype == DT_DOUBLE)) {
+		/* the exponents of LayerNorm and Gelu decompositions, exactly */
+		double e = tensor_get_f64(B, 0);
+		if (e == 2) {
+			switch (A->dtype) { BIN_FLOAT(a * a) }
+			return 0;
+		}
+		if (e == 3) {
+			switch (A->dtype) { BIN_FLOAT(a * a * a) }
+			return 0;
+		}
+		if (e == 1) {
+			switch (A->dtype) { BIN_FLOAT(a) }
+			return 0;
+		}
+		if (e == 0.5) {
+			switch (A->dtype) { BIN_FLOAT(sqrt(a)) }
+			return 0;
+		}
+	}
 	if (B->dtype == A->dtype) {
 		switch (A->dtype) {
 		BIN_FLOAT(pow(a, b))
@@ -436,6 +456,87 @@ static void binary_symval(InferCtx *c, int op)
 	free(d);
 }
 
+/* length of known 0-D/1-D int64 contents (value or symval), or -1 */
+static int64_t sv_len(const ValueType *t)
+{
+	if (t->elem != DT_INT64 || t->rank > 1 || t->rank < 0)
+		return -1;
+	if (t->value)
+		return t->value->numel;
+	return t->symval ? t->nsymval : -1;
+}
+
+/* Equal on shape data: a dimension is never negative, so a symbolic entry
+ * differs from a negative constant; a symbol equals itself. The output
+ * value is set when every entry is decided. */
+static void equal_value(InferCtx *c)
+{
+	const ValueType *a = c->in[0], *b = c->in[1];
+	ValueType *y = c->out[0];
+	int64_t na = sv_len(a), nb = sv_len(b);
+	if (na < 0 || nb < 0 || (a->value && b->value) || y->value || y->rank > 1 || y->rank < 0 ||
+	    (na != nb && na != 1 && nb != 1))
+		return;
+	int64_t n = na > nb ? na : nb;
+	if (y->rank == 0 && n != 1)
+		return;
+	uint8_t *r = xcalloc((size_t)(n ? n : 1), 1);
+	for (int64_t k = 0; k < n; k++) {
+		int64_t va = 0, vb = 0;
+		Dim da = {-1, NULL}, db = {-1, NULL};
+		int ka = sv_get(a, k, &va, &da), kb = sv_get(b, k, &vb, &db);
+		if (ka && kb)
+			r[k] = va == vb;
+		else if ((ka && va < 0) || (kb && vb < 0))
+			r[k] = 0;
+		else if (!ka && !kb && da.sym && da.sym == db.sym)
+			r[k] = 1;
+		else {
+			free(r);
+			return;
+		}
+	}
+	Tensor *v = xcalloc(1, sizeof *v);
+	int64_t dims[1] = {n};
+	if (tensor_alloc(v, DT_BOOL, y->rank, dims) < 0) {
+		free(v);
+		free(r);
+		return;
+	}
+	memcpy(v->data, r, (size_t)n);
+	free(r);
+	y->value = v;
+}
+
+/* Where selecting between shape data under a known condition */
+static void where_symval(InferCtx *c)
+{
+	const ValueType *cond = c->in[0], *x = c->in[1], *z = c->in[2];
+	ValueType *y = c->out[0];
+	int64_t nx = sv_len(x), nz = sv_len(z);
+	if (!cond->value || cond->value->dtype != DT_BOOL || cond->value->rank > 1 || nx < 0 ||
+	    nz < 0 || (x->value && z->value) || y->rank > 1 || y->rank < 0)
+		return;
+	int64_t nc = cond->value->numel, n = nc;
+	n = nx > n ? nx : n;
+	n = nz > n ? nz : n;
+	if ((nc != n && nc != 1) || (nx != n && nx != 1) || (nz != n && nz != 1) || n == 0 ||
+	    (y->rank == 0 && n != 1))
+		return;
+	const uint8_t *pc = cond->value->data;
+	Dim *d = xcalloc((size_t)n, sizeof *d);
+	for (int64_t k = 0; k < n; k++) {
+		const ValueType *src = pc[nc == 1 ? 0 : k] ? x : z;
+		int64_t v = 0;
+		Dim e = {-1, NULL};
+		if (sv_get(src, k, &v, &e))
+			e = v >= 0 ? (Dim){v, NULL} : (Dim){-1, NULL};
+		d[k] = e;
+	}
+	vt_put_symval(y, d, n);
+	free(d);
+}
+
 static int infer_bcast(InferCtx *c, int elem_from, int bool_out)
 {
 	if (c->nin < 2 || !c->in[0] || !c->in[1])
@@ -443,6 +544,9 @@ static int infer_bcast(InferCtx *c, int elem_from, int bool_out)
 	const ValueType *a = c->in[0], *b = c->in[1];
 	ValueType *y = c->out[0];
 	int elem = bool_out ? DT_BOOL : c->in[elem_from]->elem;
+	if (strcmp(c->node->op_type, "Pow") && a->elem && b->elem && a->elem != b->elem)
+		return op_error(c->node, "inputs have different types: %s and %s",
+				dtype_name(a->elem), dtype_name(b->elem));
 	vt_set_tensor(y, elem, -1);
 	if (c->opset < 7) {
 		/* legacy broadcasting is unidirectional: A's shape */
@@ -462,6 +566,14 @@ static int infer_binary(InferCtx *c)
 static int infer_compare(InferCtx *c)
 {
 	return infer_bcast(c, 0, 1);
+}
+
+static int equal_infer(InferCtx *c)
+{
+	if (infer_bcast(c, 0, 1) < 0)
+		return -1;
+	equal_value(c);
+	return 0;
 }
 
 #define SV_INFER(fn, op) \
@@ -489,11 +601,17 @@ static int where_infer(InferCtx *c)
 	ValueType t = {0};
 	ValueType *y = c->out[0];
 	int elem = c->in[1]->elem ? c->in[1]->elem : c->in[2]->elem;
+	if (c->in[1]->elem && c->in[2]->elem && c->in[1]->elem != c->in[2]->elem)
+		return op_error(c->node, "inputs X and Y have different types: %s and %s",
+				dtype_name(c->in[1]->elem), dtype_name(c->in[2]->elem));
 	t.rank = -1;
 	if (broadcast_dims(c->node, c->in[0], c->in[1], &t) < 0)
 		return -1;
 	vt_set_tensor(y, elem, -1);
-	return broadcast_dims(c->node, &t, c->in[2], y);
+	if (broadcast_dims(c->node, &t, c->in[2], y) < 0)
+		return -1;
+	where_symval(c);
+	return 0;
 }
 
 OPERATOR(ai_onnx, Add, 1, add_infer, add_run)
@@ -509,7 +627,7 @@ OPERATOR(ai_onnx, BitShift, 11, infer_binary, bitshift_run)
 OPERATOR(ai_onnx, BitwiseAnd, 18, infer_binary, bitand_run)
 OPERATOR(ai_onnx, BitwiseOr, 18, infer_binary, bitor_run)
 OPERATOR(ai_onnx, BitwiseXor, 18, infer_binary, bitxor_run)
-OPERATOR(ai_onnx, Equal, 1, infer_compare, equal_run)
+OPERATOR(ai_onnx, Equal, 1, equal_infer, equal_run)
 OPERATOR(ai_onnx, Less, 1, infer_compare, less_run)
 OPERATOR(ai_onnx, Greater, 1, infer_compare, greater_run)
 OPERATOR(ai_onnx, LessOrEqual, 12, infer_compare, less_equal_run)

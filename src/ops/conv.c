@@ -157,85 +157,56 @@ static int conv_pointwise(const ConvShape *cs)
 
 /* ---- im2col for 4- and 8-byte elements ---- */
 
+/* The unfolded input of one image and group, for the output rows
+ * [r0, r1) (a row is one (od, oh) pair): [C/G * kernel, (r1 - r0) * out_w].
+ * Tiling by rows keeps the matrix in cache between im2col and the GEMM. */
 typedef struct Im2col {
 	const ConvShape *cs;
 	const unsigned char *x;   /* first channel of the group */
 	unsigned char *col;
+	int64_t r0, r1;
 } Im2col;
-
-/* copy / zero n elements of es bytes: short runs inline, long ones via libc */
-static inline __attribute__((always_inline)) void
-run_copy(unsigned char *d, const unsigned char *s, int64_t n, size_t es)
-{
-	if (n >= 48) {
-		memcpy(d, s, (size_t)n * es);
-	} else if (es == 4) {
-		for (int64_t i = 0; i < n; i++)
-			memcpy(d + 4 * i, s + 4 * i, 4);
-	} else {
-		for (int64_t i = 0; i < n; i++)
-			memcpy(d + 8 * i, s + 8 * i, 8);
-	}
-}
-
-static inline __attribute__((always_inline)) void
-run_zero(unsigned char *d, int64_t n, size_t es)
-{
-	if (n >= 48) {
-		memset(d, 0, (size_t)n * es);
-	} else if (es == 4) {
-		static const float z;
-		for (int64_t i = 0; i < n; i++)
-			memcpy(d + 4 * i, &z, 4);
-	} else {
-		static const double z;
-		for (int64_t i = 0; i < n; i++)
-			memcpy(d + 8 * i, &z, 8);
-	}
-}
 
 static inline __attribute__((always_inline)) void
 im2col_rows(const Im2col *a, int64_t clo, int64_t chi, size_t es)
 {
 	const ConvShape *cs = a->cs;
-	int64_t osz = cs->osz;
+	int64_t ow_n = cs->out[2], T = (a->r1 - a->r0) * ow_n, st = cs->s[2];
 	for (int64_t ch = clo; ch < chi; ch++) {
 		const unsigned char *xc = a->x + (size_t)(ch * cs->isz) * es;
 		int64_t row = ch * cs->ksz;
 		for (int64_t kd = 0; kd < cs->k[0]; kd++)
 		for (int64_t kh = 0; kh < cs->k[1]; kh++)
 		for (int64_t kw = 0; kw < cs->k[2]; kw++, row++) {
-			unsigned char *dst = a->col + (size_t)(row * osz) * es;
+			unsigned char *dst = a->col + (size_t)(row * T) * es;
 			int64_t iw0 = kw * cs->d[2] - cs->pb[2];
 			/* output columns whose input column is inside the image */
-			int64_t lo = iw0 >= 0 ? 0 : nn_ceildiv(-iw0, cs->s[2]);
-			int64_t hi = cs->in[2] - iw0 > 0 ? nn_ceildiv(cs->in[2] - iw0, cs->s[2]) : 0;
-			if (hi > cs->out[2])
-				hi = cs->out[2];
+			int64_t lo = iw0 >= 0 ? 0 : nn_ceildiv(-iw0, st);
+			int64_t hi = cs->in[2] - iw0 > 0 ? nn_ceildiv(cs->in[2] - iw0, st) : 0;
+			if (hi > ow_n)
+				hi = ow_n;
 			if (lo > hi)
 				lo = hi;
-			for (int64_t od = 0; od < cs->out[0]; od++) {
+			for (int64_t r = a->r0; r < a->r1; r++) {
+				int64_t od = r / cs->out[1], oh = r % cs->out[1];
 				int64_t id = od * cs->s[0] - cs->pb[0] + kd * cs->d[0];
-				for (int64_t oh = 0; oh < cs->out[1]; oh++) {
-					int64_t ih = oh * cs->s[1] - cs->pb[1] + kh * cs->d[1];
-					unsigned char *dr = dst + (size_t)((od * cs->out[1] + oh) * cs->out[2]) * es;
-					if (id < 0 || id >= cs->in[0] || ih < 0 || ih >= cs->in[1] || lo >= hi) {
-						run_zero(dr, cs->out[2], es);
-						continue;
-					}
-					const unsigned char *xr = xc + (size_t)((id * cs->in[1] + ih) * cs->in[2]) * es;
-					if (lo)
-						run_zero(dr, lo, es);
-					if (cs->s[2] == 1) {
-						run_copy(dr + (size_t)lo * es, xr + (size_t)(iw0 + lo) * es, hi - lo, es);
-					} else {
-						int64_t st = cs->s[2];
-						for (int64_t ow = lo; ow < hi; ow++)
-							memcpy(dr + (size_t)ow * es, xr + (size_t)(iw0 + ow * st) * es, es);
-					}
-					if (hi < cs->out[2])
-						run_zero(dr + (size_t)hi * es, cs->out[2] - hi, es);
+				int64_t ih = oh * cs->s[1] - cs->pb[1] + kh * cs->d[1];
+				unsigned char *dr = dst + (size_t)((r - a->r0) * ow_n) * es;
+				if (id < 0 || id >= cs->in[0] || ih < 0 || ih >= cs->in[1] || lo >= hi) {
+					memset(dr, 0, (size_t)ow_n * es);
+					continue;
 				}
+				const unsigned char *xr = xc + (size_t)((id * cs->in[1] + ih) * cs->in[2]) * es;
+				if (lo)
+					memset(dr, 0, (size_t)lo * es);
+				if (st == 1) {
+					memcpy(dr + (size_t)lo * es, xr + (size_t)(iw0 + lo) * es, (size_t)(hi - lo) * es);
+				} else {
+					for (int64_t ow = lo; ow < hi; ow++)
+						memcpy(dr + (size_t)ow * es, xr + (size_t)(iw0 + ow * st) * es, es);
+				}
+				if (hi < ow_n)
+					memset(dr + (size_t)hi * es, 0, (size_t)(ow_n - hi) * es);
 			}
 		}
 	}
@@ -251,36 +222,55 @@ static void im2col8(void *arg, int64_t lo, int64_t hi)
 	im2col_rows(arg, lo, hi, 8);
 }
 
+/* bytes of unfolded input per tile: about half of a typical L2 cache */
+#ifndef IM2COL_TILE_BYTES
+#define IM2COL_TILE_BYTES (512 * 1024)
+#endif
+
 /* y[n, m, :] = sum over the group's channels and kernel of w * x (no bias);
  * es 4: float with sgemm, es 8: double with dgemm */
 static void conv_gemm(const ConvShape *cs, const void *x, const void *w, void *y, size_t es)
 {
 	int64_t cg = cs->C / cs->G, mg = cs->M / cs->G, kc = cg * cs->ksz;
+	int64_t ow_n = cs->out[2], rows = cs->out[0] * cs->out[1];
 	int pw = conv_pointwise(cs);
-	void *col = pw ? NULL : xmalloc((size_t)(kc * cs->osz) * es);
-	int thr = (int64_t)kc * cs->osz >= 65536 ? cs->threads : 1;
 	if (kc == 0) {
 		memset(y, 0, (size_t)(cs->N * cs->M * cs->osz) * es);
-		free(col);
 		return;
 	}
+	/* output rows per tile: at least one, and at least 64 columns */
+	int64_t rpt = (int64_t)(IM2COL_TILE_BYTES / es) / (kc * (ow_n ? ow_n : 1));
+	if (rpt * ow_n < 64)
+		rpt = ow_n ? (64 + ow_n - 1) / ow_n : 1;
+	if (rpt < 1)
+		rpt = 1;
+	if (rpt > rows || pw)
+		rpt = rows;
+	void *col = pw ? NULL : xmalloc((size_t)(kc * rpt * ow_n) * es + 1);
 	for (int64_t n = 0; n < cs->N; n++) {
 		for (int64_t g = 0; g < cs->G; g++) {
 			const unsigned char *xg = (const unsigned char *)x + (size_t)((n * cs->C + g * cg) * cs->isz) * es;
 			const unsigned char *wg = (const unsigned char *)w + (size_t)(g * mg * kc) * es;
 			unsigned char *yg = (unsigned char *)y + (size_t)((n * cs->M + g * mg) * cs->osz) * es;
-			const void *b = xg;
-			if (!pw) {
-				Im2col a = {cs, xg, col};
-				nn_parallel(thr, cg, es == 4 ? im2col4 : im2col8, &a);
-				b = col;
+			for (int64_t r0 = 0; r0 < rows; r0 += rpt) {
+				int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows, T = (r1 - r0) * ow_n;
+				const void *b = xg;
+				if (!pw) {
+					Im2col a = {cs, xg, col, r0, r1};
+					int thr = kc * T >= 65536 ? cs->threads : 1;
+					nn_parallel(thr, cg, es == 4 ? im2col4 : im2col8, &a);
+					b = col;
+				}
+				if (T == 0)
+					continue;
+				void *yt = yg + (size_t)(r0 * ow_n) * es;
+				if (es == 4)
+					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)T, (int)kc,
+						    1.0f, (const float *)wg, (int)kc, b, (int)T, 0.0f, yt, (int)cs->osz);
+				else
+					cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)T, (int)kc,
+						    1.0, (const double *)wg, (int)kc, b, (int)T, 0.0, yt, (int)cs->osz);
 			}
-			if (es == 4)
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)cs->osz, (int)kc,
-					    1.0f, (const float *)wg, (int)kc, b, (int)cs->osz, 0.0f, (float *)yg, (int)cs->osz);
-			else
-				cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)cs->osz, (int)kc,
-					    1.0, (const double *)wg, (int)kc, b, (int)cs->osz, 0.0, (double *)yg, (int)cs->osz);
 		}
 	}
 	free(col);

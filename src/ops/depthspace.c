@@ -87,7 +87,7 @@ static int space_run(RunCtx *c, int to_space)
 	size_t es;
 	if (op_elemsize(c->node, c->opset, x->dtype, &es) < 0 || get_block(c->node, &b) < 0)
 		return -1;
-	if (to_space && c->opset >= 11 && get_crd(c->node, &crd) < 0)
+	if (get_crd(c->node, &crd) < 0)
 		return -1;
 	if (x->rank != 4)
 		return op_error(c->node, "input must have rank 4, got %d", x->rank);

@@ -504,3 +504,142 @@ out:
 }
 
 OPERATOR(ai_onnx, Unique, 11, unique_infer, unique_run)
+
+/* ---- NonMaxSuppression ---- */
+
+static int nms_infer(InferCtx *c)
+{
+	if (need(c, 0) < 0 || need(c, 1) < 0)
+		return -1;
+	vt_set_tensor(c->out[0], DT_INT64, 2);
+	c->out[0]->dims[0] = infer_fresh_dim(c);
+	c->out[0]->dims[1] = dim_known(3);
+	return 0;
+}
+
+/* corners of box i: [y1, x1, y2, x2] (either order) or [xc, yc, w, h] */
+static void nms_corners(const Tensor *b, int64_t i, int center, double *xmin, double *xmax,
+			double *ymin, double *ymax)
+{
+	double v[4];
+	for (int k = 0; k < 4; k++)
+		v[k] = elem_get_f64(b->dtype, b->data, i * 4 + k);
+	if (center) {
+		*xmin = v[0] - v[2] / 2;
+		*xmax = v[0] + v[2] / 2;
+		*ymin = v[1] - v[3] / 2;
+		*ymax = v[1] + v[3] / 2;
+	} else {
+		*xmin = v[1] < v[3] ? v[1] : v[3];
+		*xmax = v[1] < v[3] ? v[3] : v[1];
+		*ymin = v[0] < v[2] ? v[0] : v[2];
+		*ymax = v[0] < v[2] ? v[2] : v[0];
+	}
+}
+
+/* box a suppresses box b: intersection over union above the threshold */
+static int nms_suppress(const Tensor *b, int64_t i, int64_t j, int center, double thr)
+{
+	double ax0, ax1, ay0, ay1, bx0, bx1, by0, by1;
+	nms_corners(b, i, center, &ax0, &ax1, &ay0, &ay1);
+	nms_corners(b, j, center, &bx0, &bx1, &by0, &by1);
+	double ix0 = ax0 > bx0 ? ax0 : bx0, ix1 = ax1 < bx1 ? ax1 : bx1;
+	double iy0 = ay0 > by0 ? ay0 : by0, iy1 = ay1 < by1 ? ay1 : by1;
+	if (ix1 <= ix0 || iy1 <= iy0)
+		return 0;
+	double inter = (ix1 - ix0) * (iy1 - iy0);
+	double a1 = (ax1 - ax0) * (ay1 - ay0), a2 = (bx1 - bx0) * (by1 - by0);
+	double uni = a1 + a2 - inter;
+	if (inter <= 0 || a1 <= 0 || a2 <= 0 || uni <= 0)
+		return 0;
+	return inter / uni > thr;
+}
+
+static int nms_run(RunCtx *c)
+{
+	if (rneed(c, 0) < 0 || rneed(c, 1) < 0)
+		return -1;
+	const Tensor *boxes = c->in[0], *scores = c->in[1];
+	const Tensor *tmax = c->nin > 2 ? c->in[2] : NULL, *tiou = c->nin > 3 ? c->in[3] : NULL;
+	const Tensor *tsc = c->nin > 4 ? c->in[4] : NULL;
+	int64_t center;
+	if (attr_int(c->node, "center_point_box", 0, &center) < 0)
+		return -1;
+	if (center != 0 && center != 1)
+		return op_error(c->node, "center_point_box must be 0 or 1, is %lld", (long long)center);
+	if (!dt_float(boxes->dtype) || !dt_float(scores->dtype))
+		return op_unsupported_type(c->node, c->opset, dt_float(boxes->dtype) ? scores->dtype : boxes->dtype);
+	if (boxes->rank != 3 || boxes->dims[2] != 4)
+		return op_error(c->node, "boxes must be [batch, boxes, 4]");
+	int64_t nb = boxes->dims[0], nbox = boxes->dims[1];
+	if (scores->rank != 3 || scores->dims[0] != nb || scores->dims[2] != nbox)
+		return op_error(c->node, "scores must be [%lld, classes, %lld]", (long long)nb, (long long)nbox);
+	int64_t ncls = scores->dims[1], maxout = 0;
+	double iou = 0, sthr = 0;
+	int has_sthr = 0;
+	if (tmax && tmax->numel) {
+		if (!dt_numeric(tmax->dtype) || tmax->numel != 1)
+			return op_error(c->node, "max_output_boxes_per_class must be one int64");
+		maxout = elem_get_i64(tmax->dtype, tmax->data, 0);
+	}
+	if (tiou && tiou->numel) {
+		if (!dt_float(tiou->dtype) || tiou->numel != 1)
+			return op_error(c->node, "iou_threshold must be one float");
+		iou = elem_get_f64(tiou->dtype, tiou->data, 0);
+		if (iou < 0 || iou > 1)
+			return op_error(c->node, "iou_threshold must be in [0, 1], is %g", iou);
+	}
+	if (tsc && tsc->numel) {
+		if (!dt_float(tsc->dtype) || tsc->numel != 1)
+			return op_error(c->node, "score_threshold must be one float");
+		sthr = elem_get_f64(tsc->dtype, tsc->data, 0);
+		has_sthr = 1;
+	}
+	int isf = 1;
+	Key *cand = xmalloc(sizeof *cand * (size_t)(nbox ? nbox : 1));
+	int64_t *sel = xmalloc(sizeof *sel * (size_t)(nbox ? nbox : 1));
+	int64_t *res = NULL, nres = 0, cap = 0;
+	for (int64_t b = 0; b < nb; b++) {
+		Tensor bb = *boxes;   /* view of batch b's boxes */
+		bb.data = (char *)boxes->data + (size_t)(b * nbox * 4) * (size_t)(dtype_bits(boxes->dtype) / 8);
+		for (int64_t k = 0; k < ncls; k++) {
+			int64_t n = 0, nsel = 0;
+			for (int64_t i = 0; i < nbox; i++) {
+				double s = elem_get_f64(scores->dtype, scores->data, (b * ncls + k) * nbox + i);
+				if (has_sthr && !(s > sthr))
+					continue;
+				cand[n].f = s;
+				cand[n].pos = i;
+				n++;
+			}
+			qsort_r(cand, (size_t)n, sizeof *cand, cmp_desc, &isf);
+			for (int64_t q = 0; q < n && nsel < maxout; q++) {
+				int keep = 1;
+				for (int64_t s = 0; s < nsel && keep; s++)
+					if (nms_suppress(&bb, cand[q].pos, sel[s], (int)center, iou))
+						keep = 0;
+				if (!keep)
+					continue;
+				sel[nsel++] = cand[q].pos;
+				if (nres == cap) {
+					cap = cap ? 2 * cap : 64;
+					res = xreallocarray(res, (size_t)cap, 3 * sizeof *res);
+				}
+				res[3 * nres] = b;
+				res[3 * nres + 1] = k;
+				res[3 * nres + 2] = cand[q].pos;
+				nres++;
+			}
+		}
+	}
+	free(cand);
+	free(sel);
+	int64_t dims[2] = {nres, 3};
+	int r = op_output(c, 0, DT_INT64, 2, dims);
+	if (r == 0 && nres)
+		memcpy(c->out[0]->data, res, sizeof *res * (size_t)(3 * nres));
+	free(res);
+	return r;
+}
+
+OPERATOR(ai_onnx, NonMaxSuppression, 10, nms_infer, nms_run)

@@ -74,8 +74,9 @@ static int q_layout(const Onnx__NodeProto *n, int64_t opset, const Tensor *x, co
 	if (opset >= 21 && attr_int(n, "block_size", 0, &block) < 0)
 		return -1;
 	if (zp) {
-		if (zp->numel != scale->numel || zp->rank != scale->rank)
-			return op_error(n, "zero point shape differs from the scale's");
+		if (zp->numel != scale->numel)
+			return op_error(n, "zero point has %lld elements but the scale %lld", (long long)zp->numel,
+					(long long)scale->numel);
 	}
 	l->outer = 1;
 	l->len = 1;

@@ -858,7 +858,10 @@ static void strided_copy(char *dst, const char *src, size_t es, int r, const int
 		for (int k = 0; k < r - 1; k++)
 			off += idx[k] * strides[k];
 		const char *s = src + off * (int64_t)es;
-		switch (es) {
+		switch (ist == 1 ? 0 : es) {
+		case 0:
+			memcpy(dst, s, (size_t)inner * es);
+			break;
 		case 1:
 			for (int64_t j = 0; j < inner; j++)
 				dst[j] = s[j * ist];

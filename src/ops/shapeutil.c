@@ -9,8 +9,10 @@
 
 int op_unsupported_type(const Onnx__NodeProto *n, int64_t opset, int dt)
 {
+	/* name the operator version in effect, as the registry knows it */
+	const OpDef *d = n->op_type ? ops_find(n->domain, n->op_type, opset) : NULL;
 	return op_error(n, "%s-%lld on %s is not supported", n->op_type ? n->op_type : "?",
-			(long long)opset, dtype_name(dt));
+			(long long)(d ? d->since : opset), dtype_name(dt));
 }
 
 int op_elemsize(const Onnx__NodeProto *n, int64_t opset, int dt, size_t *es)
@@ -80,16 +82,18 @@ void vt_put_symval(ValueType *t, const Dim *d, int64_t n)
 	for (int64_t i = 0; i < n; i++)
 		if (d[i].v < 0 || d[i].sym)
 			known = 0;
-	if (!known || t->value || (t->rank != 0 && t->rank != 1) || (t->rank == 0 && n != 1))
+	int dt = t->elem;
+	if (!known || t->value || (t->rank != 0 && t->rank != 1) || (t->rank == 0 && n != 1) ||
+	    (dt != DT_INT64 && dt != DT_INT32))
 		return;
 	Tensor *v = xcalloc(1, sizeof *v);
 	int64_t dims[1] = {n};
-	if (tensor_alloc(v, DT_INT64, t->rank, dims) < 0) {
+	if (tensor_alloc(v, dt, t->rank, dims) < 0) {
 		free(v);
 		return;
 	}
 	for (int64_t i = 0; i < n; i++)
-		memcpy((char *)v->data + 8 * i, &d[i].v, 8);
+		elem_put_i64(dt, v->data, i, d[i].v);
 	t->value = v;
 }
 

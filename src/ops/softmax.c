@@ -63,7 +63,7 @@ enum { SM_SOFTMAX, SM_LOGSOFTMAX, SM_HARDMAX };
 #define SOFTMAX_CASE(DT, T) case DT: { \
 	const T *px = x->data; \
 	T *py = y->data; \
-	for (int64_t o = 0; o < outer; o++) { \
+	for (int64_t o = lo; o < hi; o++) { \
 		for (int64_t k = 0; k < inner; k++) { \
 			const T *r = px + o * d * inner + k; \
 			T *w = py + o * d * inner + k; \
@@ -71,6 +71,28 @@ enum { SM_SOFTMAX, SM_LOGSOFTMAX, SM_HARDMAX };
 		} \
 	} \
 } break;
+
+typedef struct SmJob {
+	int op;
+	const Tensor *x;
+	Tensor *y;
+	int64_t d, inner;
+} SmJob;
+
+/* outer blocks [lo, hi); -1 for an unsupported type */
+static int softmax_part(void *p, int64_t lo, int64_t hi)
+{
+	SmJob *sj = p;
+	const Tensor *x = sj->x;
+	Tensor *y = sj->y;
+	int op = sj->op;
+	int64_t d = sj->d, inner = sj->inner;
+	switch (x->dtype) {
+	ELEM_FLOATS(SOFTMAX_CASE)
+	default: return -1;
+	}
+	return 0;
+}
 
 static int run_softmax(RunCtx *c, int op)
 {
@@ -97,15 +119,17 @@ static int run_softmax(RunCtx *c, int op)
 		else
 			inner *= x->dims[i];
 	}
+	if (x->dtype != DT_FLOAT && x->dtype != DT_DOUBLE)
+		return eio_end(&e, op_unsupported_type(c->node, c->opset, dt));
 	Tensor *y;
 	if (eio_output(&e, 0, dt, x->rank, x->dims, &y) < 0)
 		return eio_end(&e, -1);
 	if (d == 0 || outer == 0 || inner == 0)
 		return eio_end(&e, 0);
-	switch (x->dtype) {
-	ELEM_FLOATS(SOFTMAX_CASE)
-	default: return eio_end(&e, op_unsupported_type(c->node, c->opset, dt));
-	}
+	SmJob job = {op, x, y, d, inner};
+	int64_t grain = 32768 / (d * inner) + 1;
+	if (elem_parallel(c->threads, outer, grain, softmax_part, &job) < 0)
+		return eio_end(&e, op_unsupported_type(c->node, c->opset, dt));
 	return eio_end(&e, 0);
 }
 

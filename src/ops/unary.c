@@ -32,7 +32,22 @@ static int fn(const Onnx__NodeProto *n, const Tensor *x, Tensor *y) \
 
 UNARY(k_abs, UN_FLOAT(fabs(v)) UN_SINT(v < 0 ? 0 - (uint64_t)v : (uint64_t)v) UN_UINT(v))
 UNARY(k_neg, UN_FLOAT(-v) UN_SINT(0 - (uint64_t)v))
-UNARY(k_exp, UN_FLOAT(exp(v)))
+UNARY(k_exp_fast, UN_F32(qm_expf(v)) UN_F64(exp(v)))
+
+/* exp: the vectorized float32 function, then libm where it clamps */
+static int k_exp(const Onnx__NodeProto *n, const Tensor *x, Tensor *y)
+{
+	if (k_exp_fast(n, x, y) < 0)
+		return -1;
+	if (x->dtype == DT_FLOAT) {
+		const float *px = x->data;
+		float *py = y->data;
+		for (int64_t i = 0; i < x->numel; i++)
+			if (px[i] > 88.0f || px[i] < -87.3f)
+				py[i] = exp(px[i]);
+	}
+	return 0;
+}
 UNARY(k_log, UN_FLOAT(log(v)))
 UNARY(k_sqrt, UN_FLOAT(sqrt(v)))
 UNARY(k_reciprocal, UN_FLOAT(1 / v))

@@ -141,6 +141,9 @@ static int variadic_infer(InferCtx *c)
 			first = 0;
 			continue;
 		}
+		if (y->elem && t->elem && y->elem != t->elem)
+			return op_error(c->node, "input %zu is %s, expected %s like the others", k,
+					dtype_name(t->elem), dtype_name(y->elem));
 		if (!y->elem)
 			y->elem = t->elem;
 		ValueType acc = *y;

@@ -75,12 +75,39 @@ static int valid_name(const char *s)
 	return 1;
 }
 
+static size_t name_hash(const char *s)
+{
+	size_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
 Section *project_model(const Project *p, const char *name)
 {
-	for (size_t i = 0; i < p->nmodels; i++)
-		if (!strcmp(p->models[i]->name, name))
-			return p->models[i];
-	return NULL;
+	if (!p->indexcap)
+		return NULL;
+	for (size_t i = name_hash(name) & (p->indexcap - 1);; i = (i + 1) & (p->indexcap - 1)) {
+		Section *m = p->index[i];
+		if (!m || !strcmp(m->name, name))
+			return m;
+	}
+}
+
+static void index_add(Project *p, Section *m)
+{
+	if ((p->nmodels + 1) * 2 > p->indexcap) {
+		free(p->index);
+		p->indexcap = p->indexcap ? p->indexcap * 2 : 64;
+		p->index = xcalloc(p->indexcap, sizeof *p->index);
+		for (size_t i = 0; i < p->nmodels; i++)
+			if (p->models[i] != m)
+				index_add(p, p->models[i]);
+	}
+	size_t i = name_hash(m->name) & (p->indexcap - 1);
+	while (p->index[i])
+		i = (i + 1) & (p->indexcap - 1);
+	p->index[i] = m;
 }
 
 /* Called for a "[...]" line: creates the section. */
@@ -126,6 +153,7 @@ static void begin_section(Parser *ps, const char *text)
 				m->file = ps->file;
 				m->line = ps->line;
 				p->models = xreallocarray(p->models, p->nmodels + 1, sizeof *p->models);
+				index_add(p, m);
 				p->models[p->nmodels++] = m;
 				ps->cur = m;
 			}
@@ -133,12 +161,30 @@ static void begin_section(Parser *ps, const char *text)
 	} else {
 		static const char *const kinds[] = {"settings", "model", "release"};
 		const char *near = closest(s, kinds, ARRAY_LEN(kinds));
-		if (!strcmp(s, "release"))
-			perr(ps, "release sections are not supported yet by this quantmake");
-		else if (near)
+		if (!strcmp(s, "release")) {
+			char *name = trim(rest);
+			Section *old = NULL;
+			for (size_t i = 0; i < p->nreleases; i++)
+				if (!strcmp(p->releases[i]->name, name))
+					old = p->releases[i];
+			if (!valid_name(name)) {
+				perr(ps, "invalid release name '%s' (letters, digits, '_', '-', '.')", name);
+			} else if (old) {
+				perr(ps, "release '%s' is already defined at %s:%d", name, old->file, old->line);
+			} else {
+				Section *r = xcalloc(1, sizeof *r);
+				r->kind = SEC_RELEASE;
+				r->name = xstrdup(name);
+				r->file = ps->file;
+				r->line = ps->line;
+				p->releases = xreallocarray(p->releases, p->nreleases + 1, sizeof *p->releases);
+				p->releases[p->nreleases++] = r;
+				ps->cur = r;
+			}
+		} else if (near)
 			perr(ps, "unknown section '[%s]' (did you mean '[%s ...]'?)", text, near);
 		else
-			perr(ps, "unknown section '[%s]': expected [settings], [model NAME] or [model NAME : BASE]", text);
+			perr(ps, "unknown section '[%s]': expected [settings], [model NAME], [model NAME : BASE] or [release NAME]", text);
 	}
 	free(buf);
 }
@@ -189,6 +235,7 @@ const char *sec_get(const Section *s, const char *key)
 }
 
 static const char *const settings_keys[] = {"cache", "jobs", "build-dir"};
+static const char *const release_keys[] = {"models", "files", "format", "name"};
 
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
@@ -197,7 +244,7 @@ static int handler(void *user, const char *section, const char *name, const char
 	if (ps->msg[0])
 		return 0;
 	if (!ps->cur)
-		return perr(ps, "key '%s' outside of a [settings] or [model NAME] section", name);
+		return perr(ps, "key '%s' outside of a [settings], [model NAME] or [release NAME] section", name);
 	Section *s = ps->cur;
 	KV *old = (KV *)sec_find(s, name);
 	if (old && ps->indented && old->line < ps->line) {
@@ -225,6 +272,21 @@ static int handler(void *user, const char *section, const char *name, const char
 			if (*end || j < 1 || j > 1024)
 				return perr(ps, "jobs must be a number from 1 to 1024, got '%s'", value);
 		}
+	} else if (s->kind == SEC_RELEASE) {
+		size_t i;
+		for (i = 0; i < ARRAY_LEN(release_keys); i++)
+			if (!strcmp(name, release_keys[i]))
+				break;
+		if (i == ARRAY_LEN(release_keys)) {
+			const char *near = closest(name, release_keys, ARRAY_LEN(release_keys));
+			return near ? perr(ps, "unknown key '%s' in release '%s' (did you mean '%s'?)", name, s->name, near)
+				    : perr(ps, "unknown key '%s' in release '%s': expected models, files, format or name",
+					   name, s->name);
+		}
+		if (!strcmp(name, "format") && strcmp(value, "tar.gz") && strcmp(value, "tar.zst") &&
+		    strcmp(value, "zip"))
+			return perr(ps, "release '%s': format = '%s' is not valid: expected tar.gz, tar.zst or zip",
+				    s->name, value);
 	} else {
 		const Stage *st;
 		const StageParam *prm = stage_param_find(name, &st);
@@ -309,6 +371,44 @@ static int resolve(Project *p, Section *m, int depth)
 	return 0;
 }
 
+/* A release names existing models (MODEL or MODEL:STAGE; stages are
+ * checked when the graph is built) and files inside the project. */
+static int check_release(Project *p, Section *r)
+{
+	const KV *models = sec_find(r, "models");
+	if (!models)
+		return error("%s:%d: release '%s' needs 'models = MODEL...'", r->file, r->line, r->name);
+	char *list = xstrdup(models->value), *save = NULL;
+	int ret = 0;
+	for (char *w = strtok_r(list, " \t,", &save); w && ret == 0; w = strtok_r(NULL, " \t,", &save)) {
+		char *colon = strchr(w, ':');
+		if (colon)
+			*colon = 0;
+		if (!project_model(p, w)) {
+			const char **names = xcalloc(p->nmodels + 1, sizeof *names);
+			for (size_t i = 0; i < p->nmodels; i++)
+				names[i] = p->models[i]->name;
+			const char *near = closest(w, names, p->nmodels);
+			ret = near ? error("%s:%d: release '%s' names unknown model '%s' (did you mean '%s'?)",
+					   models->file, models->line, r->name, w, near)
+				   : error("%s:%d: release '%s' names unknown model '%s'", models->file,
+					   models->line, r->name, w);
+			free(names);
+		}
+	}
+	free(list);
+	const KV *files = sec_find(r, "files");
+	if (ret == 0 && files) {
+		list = xstrdup(files->value);
+		for (char *w = strtok_r(list, " \t,", &save); w && ret == 0; w = strtok_r(NULL, " \t,", &save))
+			if (w[0] == '/' || !strcmp(w, "..") || !strncmp(w, "../", 3) || strstr(w, "/../"))
+				ret = error("%s:%d: release '%s': file '%s' is outside the project", files->file,
+					    files->line, r->name, w);
+		free(list);
+	}
+	return ret;
+}
+
 static int cmpstr(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -366,6 +466,8 @@ int rules_load(const char *root, const char *file, Project **out)
 			r = error("%s:%d: model '%s' needs 'source = PATH' or 'export = COMMAND'",
 				  m->file, m->line, m->name);
 	}
+	for (size_t i = 0; r == 0 && i < p->nreleases; i++)
+		r = check_release(p, p->releases[i]);
 	if (r < 0) {
 		project_free(p);
 		return -1;
@@ -394,6 +496,12 @@ void project_free(Project *p)
 		free(p->models[i]);
 	}
 	free(p->models);
+	free(p->index);
+	for (size_t i = 0; i < p->nreleases; i++) {
+		sec_free(p->releases[i]);
+		free(p->releases[i]);
+	}
+	free(p->releases);
 	sec_free(&p->settings);
 	for (size_t i = 0; i < p->nfiles; i++)
 		free(p->files[i]);

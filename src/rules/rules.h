@@ -5,6 +5,8 @@
  *   [model NAME]          source = PATH | @MODEL[:STAGE], or export = COMMAND,
  *                         plus the keys the registered stages declare
  *   [model NAME : BASE]   inherits BASE's keys; its own keys override
+ *   [release NAME]        models = MODEL[:STAGE]..., files = PATHS/GLOBS,
+ *                         format = tar.gz | tar.zst | zip, name = TEMPLATE
  *
  * Every key remembers its file and line, so later checks report file:line. */
 #ifndef QM_RULES_RULES_H
@@ -40,6 +42,8 @@ typedef struct Project {
 	size_t nmodels;
 	Section **releases;
 	size_t nreleases;
+	Section **index;      /* open-addressing table of models by name */
+	size_t indexcap;
 } Project;
 
 /* Read rules: FILE if given, else every ROOT/rules/NAME.rules in name order.

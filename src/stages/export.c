@@ -83,7 +83,15 @@ static int declared_inputs(const Section *sec, const char *root, PtrVec *files)
 		const char *pat = pats.v[i];
 		if (r == 0 && check_relative("export.deps", pat) < 0)
 			r = error_prefix("%s:%d", kv->file, kv->line);
-		if (r == 0) {
+		if (r == 0 && !strpbrk(pat, "*?[")) {
+			/* a plain path: no need for glob() */
+			struct stat st;
+			if (stat(pat, &st) == 0 && S_ISREG(st.st_mode))
+				pv_push(files, xstrdup(pat));
+			else
+				r = error("%s:%d: model '%s': export.deps '%s' does not exist", kv->file, kv->line,
+					  sec->name, pat);
+		} else if (r == 0) {
 			char *full = path_join(root, pat);
 			glob_t g;
 			int gr = glob(full, GLOB_NOSORT, NULL, &g);

@@ -88,6 +88,11 @@ def main():
         inits=[numpy_helper.from_array(np.array(0, dtype=np.int64), "i0"),
                numpy_helper.from_array(np.array([0], dtype=np.int64), "ax0"),
                numpy_helper.from_array(np.array([-1], dtype=np.int64), "m1")])
+    # an initializer that is also a graph input: its value still feeds
+    # constant propagation (as in onnx's reference inference)
+    cases["init_input"] = model([h.make_node("Reshape", ["x", "s"], ["y"], name="reshape")],
+                                [x, vi("s", T.INT64, [2])], [out("y")],
+                                inits=[numpy_helper.from_array(np.array([3, 2], dtype=np.int64), "s")])
     # If with branches reading an outer tensor
     then_g = h.make_graph([h.make_node("Relu", ["t"], ["tb"], name="then_relu")], "then", [],
                           [out("tb")])
@@ -117,6 +122,23 @@ def main():
                                h.make_node("SequenceAt", ["s", "i"], ["y"], name="sa")],
                               [x], [out("y")],
                               inits=[numpy_helper.from_array(np.array(1, dtype=np.int64), "i")])
+    # a model-local function: attribute references, an input left out,
+    # its own opset import
+    perm = onnx.AttributeProto()
+    perm.name = "perm"
+    perm.ref_attr_name = "order"
+    perm.type = onnx.AttributeProto.INTS
+    fbody = [h.make_node("MatMul", ["X", "W"], ["T"]),
+             h.make_node("Clip", ["T", "lo"], ["U"]),
+             h.make_node("Transpose", ["U"], ["V"])]
+    fbody[2].attribute.append(perm)
+    fn = h.make_function("com.local", "LinT", ["X", "W", "lo"], ["V"], fbody,
+                         [h.make_opsetid("", 17)], attributes=["order"])
+    mf = model([h.make_node("LinT", ["x", "w"], ["y"], name="call", domain="com.local", order=[1, 0, 2])],
+               [vi("x", T.FLOAT, [2, 3, 4])], [out("y")], extra_opsets=[("com.local", 1)],
+               inits=[numpy_helper.from_array(np.ones((4, 5), dtype=np.float32), "w")])
+    mf.functions.append(fn)
+    cases["function"] = mf
     for k, m in cases.items():
         onnx.save(m, os.path.join(d, k + ".onnx"))
 

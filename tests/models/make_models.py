@@ -6,6 +6,8 @@ It writes, next to this script:
   cnn.onnx          a LeNet-style CNN (Conv, BatchNorm, ReLU, MaxPool, Flatten,
                     Gemm) trained to tell horizontal from vertical bars on
                     synthetic 16x16 images; dynamic batch dimension.
+  cnn_functions.onnx  the same CNN exported with its modules as model-local
+                    functions (FunctionProto with attribute references).
   transformer.onnx  a 2-layer transformer encoder classifier (Embedding,
                     multi-head attention, LayerNorm, GELU) trained on a toy
                     sequence task; dynamic batch and sequence dimensions, which
@@ -116,6 +118,10 @@ def main():
     torch.onnx.export(cnn, bars(1)[0], os.path.join(HERE, "cnn.onnx"), opset_version=13,
                       input_names=["image"], output_names=["logits"],
                       dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}})
+    torch.onnx.export(cnn, bars(1)[0], os.path.join(HERE, "cnn_functions.onnx"), opset_version=15,
+                      input_names=["image"], output_names=["logits"],
+                      dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}},
+                      export_modules_as_functions={nn.Conv2d, nn.BatchNorm2d, nn.Linear, nn.Sequential})
     tr = Transformer()
     print("transformer: loss %.3f accuracy %.2f" % train(tr, tokens, 300))
     torch.onnx.export(tr, tokens()[0][:2], os.path.join(HERE, "transformer.onnx"), opset_version=14,

@@ -9,6 +9,7 @@ run makes the same bytes:
   transformer.onnx  a 2-layer pre-norm transformer encoder: Gather embedding,
                     LayerNormalization, MatMul Q/K/V, Reshape/Transpose heads,
                     scaled Softmax attention, Erf-GELU MLP; input ids [N,32]
+  tiny.onnx         one MatMul, for the baseline memory of a run
 
 usage: interp-models.py OUTDIR
 """
@@ -110,8 +111,16 @@ def transformer(outdir, vocab=1000, d=128, heads=4, seq=32, layers=2):
          [h.make_tensor_value_info("pooled", TP.FLOAT, ["N", d])], outdir)
 
 
+def tiny(outdir):
+    """one MatMul: the baseline memory of a process that loaded OpenBLAS"""
+    n("MatMul", ["x", w("tw", [4, 4])], ["y"])
+    save("tiny", [h.make_tensor_value_info("x", TP.FLOAT, ["N", 4])],
+         [h.make_tensor_value_info("y", TP.FLOAT, ["N", 4])], outdir)
+
+
 if __name__ == "__main__":
     out = sys.argv[1] if len(sys.argv) > 1 else "."
     os.makedirs(out, exist_ok=True)
     cnn(out)
     transformer(out)
+    tiny(out)

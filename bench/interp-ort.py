@@ -7,6 +7,12 @@
   interp-ort.py run MODEL IN.npz OUT.npz          ORT outputs
   interp-ort.py bench MODEL IN.npz RUNS THREADS   prints "mean_ms p50_ms"
   interp-ort.py compare GOT.npz WANT.npz RTOL     prints "ok" or what differs
+  interp-ort.py prepare LIST                      for each line "MODEL BATCH PREFIX INT_HIGH":
+                                                 PREFIX-in.npz and PREFIX-ort.npz; prints
+                                                 "SKIP: PREFIX: why" where ORT fails
+  interp-ort.py check LIST RTOL                   PASS/FAIL per line, PREFIX-qm.npz against
+                                                 PREFIX-ort.npz (lines whose files are missing
+                                                 are left out)
 """
 import os
 import sys
@@ -74,7 +80,7 @@ def bench(model, inp, runs, threads):
     print("%.3f %.3f" % (1e3 * sum(lat) / len(lat), 1e3 * lat[(len(lat) - 1) // 2]))
 
 
-def compare(got, want, rtol):
+def differ(got, want, rtol):
     a, b = np.load(got), np.load(want)
     bad = []
     for k in b.files:
@@ -85,7 +91,37 @@ def compare(got, want, rtol):
         elif not np.allclose(a[k], b[k], rtol=rtol, atol=1e-5):
             d = np.abs(a[k].astype(np.float64) - b[k])
             bad.append("%s max abs diff %g at %s" % (k, d.max(), np.unravel_index(d.argmax(), d.shape)))
-    print("ok" if not bad else "; ".join(bad))
+    return "ok" if not bad else "; ".join(bad)
+
+
+def compare(got, want, rtol):
+    print(differ(got, want, rtol))
+
+
+def entries(lst):
+    with open(lst) as f:
+        for line in f:
+            if line.strip():
+                m, b, prefix, high = line.split()
+                yield m, int(b), prefix, high
+
+
+def prepare(lst):
+    for m, b, prefix, high in entries(lst):
+        os.environ["QM_INT_HIGH"] = high
+        try:
+            feeds(m, b, prefix + "-in.npz", b)
+            run(m, prefix + "-in.npz", prefix + "-ort.npz")
+        except Exception as e:  # ORT rejects some old test models
+            print("SKIP: %s: onnxruntime failed: %s" % (os.path.basename(prefix), str(e).splitlines()[-1][:200]))
+
+
+def check(lst, rtol):
+    for m, b, prefix, high in entries(lst):
+        if os.path.exists(prefix + "-qm.npz") and os.path.exists(prefix + "-ort.npz"):
+            r = differ(prefix + "-qm.npz", prefix + "-ort.npz", rtol)
+            name = os.path.basename(prefix)
+            print("PASS: %s" % name if r == "ok" else "FAIL: %s: %s" % (name, r))
 
 
 if __name__ == "__main__":
@@ -98,5 +134,9 @@ if __name__ == "__main__":
         bench(a[0], a[1], int(a[2]), int(a[3]))
     elif c == "compare":
         compare(a[0], a[1], float(a[2]))
+    elif c == "prepare":
+        prepare(a[0])
+    elif c == "check":
+        check(a[0], float(a[1]))
     else:
         sys.exit(__doc__)

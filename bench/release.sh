@@ -71,32 +71,35 @@ printf 'build/\ncache/\ndist/\nmodels/\n' > "$P/.gitignore"
 "$QUANTMAKE" -C "$P" > /dev/null || exit 1
 SIZE=$(du -cb "$P"/build/m*/* | tail -1 | cut -f1)
 
-now() { date +%s.%N; }
-# the same inputs for tar: the build outputs, in a directory named like the archive's
-timed_tar() { # timed_tar COMPRESSOR OUT
-	t0=$(now)
-	(cd "$P/build" && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - m0 m1 m2 m3) | $1 > "$2"
-	t1=$(now)
-	echo "$t1 - $t0" | bc
+# timed CMD: run CMD with sh, leave "wall-seconds cpu-seconds" (user + system
+# of every process of it) in $T/t; the machine may be shared, CPU time is the
+# steadier figure
+timed() {
+	/usr/bin/time -f '%e %U %S' -o "$T/t.raw" sh -c "$1" > "$T/cmd.log" 2>&1 || { cat "$T/cmd.log" >&2; exit 1; }
+	awk '{ printf "%.2f %.2f\n", $1, $2 + $3 }' "$T/t.raw" > "$T/t"
 }
-timed_qm() { # timed_qm RELEASE
-	rm -rf "$P/dist"
-	t0=$(now)
-	"$QUANTMAKE" -C "$P" release "$1" > "$T/qm.log" 2>&1 || { cat "$T/qm.log" >&2; exit 1; }
-	t1=$(now)
-	echo "$t1 - $t0" | bc
+tarcmd="cd '$P/build' && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - m0 m1 m2 m3"
+row() { # row FORMAT WHAT SIZE [REF]: print times (and ratios against REF's)
+	read -r w c < "$T/t"
+	if [ -n "$4" ]; then
+		printf '%-8s %-20s %9s s wall %9s s cpu %12s bytes   ratio wall %s cpu %s\n' "$1" "$2" "$w" "$c" "$3" \
+			"$(echo "scale=2; $w / $(echo "$4" | cut -d' ' -f1)" | bc)" "$(echo "scale=2; $c / $(echo "$4" | cut -d' ' -f2)" | bc)"
+	else
+		printf '%-8s %-20s %9s s wall %9s s cpu %12s bytes\n' "$1" "$2" "$w" "$c" "$3"
+	fi
 }
 # warm the page cache
 cat "$P"/build/m*/* > /dev/null
-echo "inputs: $(echo "$SIZE / 1048576" | bc) MiB in 4 models (2 with external data), $(nproc) CPUs"
-TG=$(timed_tar "gzip -n" "$T/ref.tar.gz")
-QG=$(timed_qm big)
-QGS=$(stat -c %s "$P"/dist/big-*.tar.gz)
+echo "inputs: $(echo "$SIZE / 1048576" | bc) MiB in 4 models (2 with external data), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+timed "$tarcmd | gzip -n > '$T/ref.tar.gz'"
+REF=$(cat "$T/t")
+row tar.gz "tar | gzip -n" "$(stat -c %s "$T/ref.tar.gz")"
+rm -rf "$P/dist"
+timed "'$QUANTMAKE' -C '$P' release big"
 "$QUANTMAKE" verify-release "$P"/dist/big-*.tar.gz > /dev/null || { echo "bench: verify-release failed" >&2; exit 1; }
-TZ_=$(timed_tar "zstd -q -3 -T1 -c" "$T/ref.tar.zst")
-QZ=$(timed_qm bigz)
-QZS=$(stat -c %s "$P"/dist/bigz-*.tar.zst)
-printf '%-8s %-22s %8s s %12s bytes\n' tar.gz "tar | gzip -n" "$TG" "$(stat -c %s "$T/ref.tar.gz")"
-printf '%-8s %-22s %8s s %12s bytes   ratio %s\n' tar.gz "quantmake release" "$QG" "$QGS" "$(echo "scale=2; $QG / $TG" | bc)"
-printf '%-8s %-22s %8s s %12s bytes\n' tar.zst "tar | zstd -3 -T1" "$TZ_" "$(stat -c %s "$T/ref.tar.zst")"
-printf '%-8s %-22s %8s s %12s bytes   ratio %s\n' tar.zst "quantmake release" "$QZ" "$QZS" "$(echo "scale=2; $QZ / $TZ_" | bc)"
+row tar.gz "quantmake release" "$(stat -c %s "$P"/dist/big-*.tar.gz)" "$REF"
+timed "$tarcmd | zstd -q -3 -T1 -c > '$T/ref.tar.zst'"
+REF=$(cat "$T/t")
+row tar.zst "tar | zstd -3 -T1" "$(stat -c %s "$T/ref.tar.zst")"
+timed "'$QUANTMAKE' -C '$P' release bigz"
+row tar.zst "quantmake release" "$(stat -c %s "$P"/dist/bigz-*.tar.zst)" "$REF"

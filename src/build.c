@@ -294,7 +294,8 @@ static int make_key(Build *b, Action *a)
 			sb_release(&sb);
 			return -1;
 		}
-		qsort(files.v, files.n, sizeof *files.v, cmpstr);
+		if (files.n > 1)
+			qsort(files.v, files.n, sizeof *files.v, cmpstr);
 		int r = 0;
 		for (size_t i = 0; i < files.n; i++) {
 			Hash h;
@@ -307,8 +308,9 @@ static int make_key(Build *b, Action *a)
 				sb_puts(&sb, files.v[i]);
 				sb_putc(&sb, '\n');
 			}
-			free(files.v[i]);
 		}
+		for (size_t i = 0; i < files.n; i++)
+			free(files.v[i]);
 		pv_free(&files);
 		if (r < 0) {
 			sb_release(&sb);
@@ -496,7 +498,8 @@ static _Noreturn void child_main(Build *b, Action *a)
 		rmtree(tmp);
 		_exit(1);
 	}
-	qsort(names.v, names.n, sizeof *names.v, cmpstr);
+	if (names.n > 1)
+		qsort(names.v, names.n, sizeof *names.v, cmpstr);
 	/* the main model first */
 	char *mainname = xasprintf("%s.onnx", a->model->name);
 	for (size_t i = 0; i < names.n; i++)

@@ -60,7 +60,9 @@ Cache *cache_open(const char *dir)
 	unlink(probe);
 	free(probe);
 	Cache *c = xcalloc(1, sizeof *c);
-	c->dir = xstrdup(dir);
+	/* absolute, so that $out stays valid for commands that change directory */
+	char *abs = realpath(dir, NULL);
+	c->dir = abs ? abs : xstrdup(dir);
 	return c;
 }
 
@@ -518,7 +520,7 @@ static void gc_obj(void *ud, const char *path, const char *name)
 static GcObj *gc_find(GcState *s, Hash h)
 {
 	GcObj k = {.h = h};
-	return bsearch(&k, s->objs, s->nobjs, sizeof *s->objs, cmp_obj);
+	return s->nobjs ? bsearch(&k, s->objs, s->nobjs, sizeof *s->objs, cmp_obj) : NULL;
 }
 
 int cache_gc(Cache *c, int64_t max_bytes)
@@ -527,8 +529,10 @@ int cache_gc(Cache *c, int64_t max_bytes)
 	char *adir = path_join(c->dir, "actions"), *odir = path_join(c->dir, "objects");
 	walk2(adir, gc_act, &s);
 	walk2(odir, gc_obj, &s);
-	qsort(s.acts, s.nacts, sizeof *s.acts, cmp_act);
-	qsort(s.objs, s.nobjs, sizeof *s.objs, cmp_obj);
+	if (s.nacts > 1)
+		qsort(s.acts, s.nacts, sizeof *s.acts, cmp_act);
+	if (s.nobjs > 1)
+		qsort(s.objs, s.nobjs, sizeof *s.objs, cmp_obj);
 	int64_t total = 0, freed = 0;
 	for (size_t i = 0; i < s.nobjs; i++)
 		total += s.objs[i].size;

@@ -28,8 +28,6 @@ OPS = {
 # substring of a test name -> why it is not run
 REFUSED = {
     "int2": "2-bit element types are not supported by the tensor layer",
-    "e4m3fn": "float8 quantization is a named error",
-    "e5m2": "float8 quantization is a named error",
     "float4e2m1": "float4 quantization is a named error",
     "training_dropout": "Dropout in training mode draws random masks (named error)",
 }

@@ -120,6 +120,10 @@ expect_err "export writing a non-model is an error" 1 "not an ONNX model" "$Q" -
 printf '[model bad]\nexport = true\n' > "$F/rules/main.rules"
 expect_err "export writing nothing is an error" 1 "wrote no file to \\\$out" "$Q" -C "$F"
 
+# ---- $out is absolute: an export command may change directory ----
+printf '[model sub]\nexport = mkdir -p sub && cd sub && cp ../models/abs.onnx "$out"\n' > "$F/rules/main.rules"
+"$Q" -C "$F" > "$TMPD/sublog" 2>&1 && cmp -s "$F/build/sub/sub.onnx" "$M2" && pass "export command may cd before writing \$out" || fail "export command may cd before writing \$out" "$(cat "$TMPD/sublog")"
+
 # ---- export command text and deps are in the key ----
 E=$TMPD/exp
 newproj "$E"

@@ -3,6 +3,7 @@
 # (stored and deflated), TensorProto .pb, test_data_set directories, globs;
 # writers checked by numpy/onnx reading back; bad files give one clear error.
 # Uses `quantmake run --dump SPEC... [-o OUT]`, which prints every sample.
+ROOT="${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
 QM="${QUANTMAKE:?QUANTMAKE not set}"
 [ -x "$QM" ] || { echo "FAIL: dataio: $QM is not an executable"; exit 1; }
 PY="${PY:-$ROOT/.venv/bin/python}"
@@ -39,12 +40,24 @@ open("trunc.npy", "wb").write(raw[:-5])
 open("trail.npy", "wb").write(raw + b"xx")
 open("badhdr.npy", "wb").write(raw[:8] + b"\xff\xff" + raw[10:40])
 open("magic.npy", "wb").write(b"NOTNUMPY" + raw[8:])
+hl = raw[8] | raw[9] << 8
+h = raw[10:10 + hl].decode()
+for name, shape in [("huge.npy", "(1000000000000, 4)"), ("overflow.npy", "(99999999999, 99999999999)")]:
+    h2 = h.replace("(3, 4)", shape)
+    h2 = h2.rstrip("\n").rstrip(" ")
+    h2 = h2 + " " * (hl - 1 - len(h2)) + "\n"
+    open(name, "wb").write(raw[:10] + h2.encode() + raw[10 + hl:])
 np.savez("pos.npz", a, np.arange(3, dtype=np.int32))
 np.savez_compressed("named.npz", x=a, y=np.arange(3, dtype=np.int32))
 open("notzip.npz", "wb").write(b"PK\x03\x04garbage")
 t = numpy_helper.from_array(a, "x")
 open("t.pb", "wb").write(t.SerializeToString())
 open("junk.pb", "wb").write(os.urandom(64))
+import onnx
+t = onnx.TensorProto(name="x", data_type=1, dims=[10**12], float_data=[1.0, 2.0])
+open("hugetyped.pb", "wb").write(t.SerializeToString())
+t = onnx.TensorProto(name="y", data_type=7, dims=[5], int64_data=[1, 2, 3, 4, 5])
+open("int64typed.pb", "wb").write(t.SerializeToString())
 os.makedirs("sets/test_data_set_0"); os.makedirs("sets/test_data_set_1")
 for k in range(2):
     open("sets/test_data_set_%d/input_0.pb" % k, "wb").write(
@@ -85,6 +98,8 @@ dump trunc.npy;   fails npy-truncated "trunc.npy: .*truncated"
 dump trail.npy;   fails npy-trailing "trail.npy: .*trailing bytes"
 dump badhdr.npy;  fails npy-bad-header "badhdr.npy: truncated .npy header"
 dump magic.npy;   fails npy-bad-magic "magic.npy: not a .npy file"
+dump huge.npy;    fails npy-huge-shape "huge.npy: float \[1000000000000,4\] needs 16000000000000 bytes of data, the file has 48 (truncated)"
+dump overflow.npy; fails npy-overflow-shape "overflow.npy: shape in .npy header overflows"
 dump missing.npy; fails npy-missing "missing.npy"
 
 dump pos.npz
@@ -97,6 +112,8 @@ dump notzip.npz;  fails npz-corrupt "notzip.npz"
 
 dump t.pb;        expect pb-read "sample 0: x float \[3,4\] sum=16.5" out.txt
 dump junk.pb;     fails pb-garbage "junk.pb"
+dump int64typed.pb; expect pb-typed-int64 "sample 0: y int64 \[5\] sum=15" out.txt
+dump hugetyped.pb; fails pb-dims-beyond-data "hugetyped.pb: tensor 'x': its dims need 1000000000000 elements, it holds 2 values"
 
 dump sets
 expect testset-dir-0 "sample 0: - float \[3,4\] sum=16.5" out.txt

@@ -38,6 +38,9 @@ bad opset24 "ai.onnx opset 24, newer than the 23"
 bad no_domain "node 'foo' (Foo): domain 'com.example' is not imported"
 bad contradiction "node 'relu1' (Relu): tensor 't': inferred float\[2,3\] but the model declares float\[2,4\]"
 bad twice "tensor 't' is produced by two nodes"
+bad attr_type "node 'tr'.*attribute 'perm' has type float, expected ints"
+bad broadcast "node 'add2' (Add): .*broadcast"
+bad redefine "node 'neg' (Neg): output 'x' redefines a graph input or initializer"
 
 # good NAME [--strict]: infer-shapes succeeds; the types land in $tmp/NAME.types
 good() {
@@ -80,12 +83,44 @@ good type_float8 && expect type_float8 type_float8 "out y FLOAT8E4M3FN[3,2]"
 good type_int4 && expect type_int4 type_int4 "out y INT4[3,2]"
 good type_bfloat16 && expect type_bfloat16 type_bfloat16 "out y BFLOAT16[3,2]"
 
+# all element types and kinds survive TypeProto -> ValueType -> TypeProto
+if good passthrough; then
+	"$PY" - "$tmp/passthrough.onnx" "$tmp/out.onnx" > "$tmp/pt.txt" 2>&1 <<'PYEOF'
+import sys, onnx
+a, b = onnx.load(sys.argv[1]).graph, onnx.load(sys.argv[2]).graph
+ins = {v.name: v.type for v in a.input}
+for o in b.output:
+    t = ins[o.name]
+    # an unnamed dim comes back with a fresh symbol: compare without it
+    for x in (t, o.type):
+        tt = x.tensor_type if x.HasField("tensor_type") else None
+        if tt is not None and len(tt.shape.dim) == 3:
+            tt.shape.dim[2].Clear()
+    if t != o.type:
+        print("mismatch", o.name, t, o.type)
+PYEOF
+	if [ -s "$tmp/pt.txt" ]; then
+		echo "FAIL: infer_type_roundtrip: $(head -c 400 "$tmp/pt.txt" | tr '\n' ' ')"
+	else
+		echo "PASS: infer_type_roundtrip"
+	fi
+fi
+
 # unknown dims get fresh names, and the same unknown keeps its name downstream
 if good symbols; then
 	if grep -q "unk__" "$tmp/symbols.types"; then
 		echo "FAIL: infer_declared_symbol_kept: $(tr '\n' ';' < "$tmp/symbols.types")"
 	else
 		echo "PASS: infer_declared_symbol_kept"
+	fi
+fi
+
+# fresh names never reuse a dim name the model declares elsewhere
+if good unk_names; then
+	if grep -qxF "out a FLOAT[unk__0]" "$tmp/unk_names.types" || ! grep -q "^out a FLOAT\[unk__" "$tmp/unk_names.types"; then
+		echo "FAIL: infer_fresh_names_unique: $(tr '\n' ';' < "$tmp/unk_names.types")"
+	else
+		echo "PASS: infer_fresh_names_unique"
 	fi
 fi
 
@@ -120,6 +155,23 @@ if good shape_chain && "$QUANTMAKE" infer-shapes "$tmp/out.onnx" "$tmp/again.onn
 	fi
 else
 	echo "FAIL: infer_idempotent_and_valid: second pass differs or failed"
+fi
+
+# the conformance harness fails a wrong declaration, passes a right one,
+# and flags a skip entry that is no longer needed
+printf '# test\n%s/declared_right.onnx no reason needed\n' "$tmp" > "$tmp/skip.txt"
+"$QUANTMAKE" infer-shapes --check-against-declared "$tmp/declared_wrong.onnx" "$tmp/declared_right.onnx" \
+	> "$tmp/h1" 2>&1
+rc1=$?
+"$QUANTMAKE" infer-shapes --check-against-declared --skip "$tmp/skip.txt" "$tmp/declared_right.onnx" \
+	> "$tmp/h2" 2>&1
+if [ $rc1 -eq 1 ] &&
+	grep -qF "FAIL: $tmp/declared_wrong.onnx: output 'y': declared float[2,4], inferred float[2,3]" "$tmp/h1" &&
+	grep -qxF "PASS: $tmp/declared_right.onnx" "$tmp/h1" &&
+	grep -qF "FAIL: $tmp/declared_right.onnx: passes but is listed in the skip file" "$tmp/h2"; then
+	echo "PASS: infer_harness_can_fail"
+else
+	echo "FAIL: infer_harness_can_fail: $(cat "$tmp/h1" "$tmp/h2" | tr '\n' ';')"
 fi
 
 # usage errors exit 2

@@ -50,6 +50,7 @@ g.value_info.append(helper.make_tensor_value_info("t3", TensorProto.FLOAT, ["N",
 m = helper.make_model(g, producer_name="t_inspect", producer_version="1.2",
                       opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
 m.ir_version = 8
+helper.set_model_props(m, {"author": "t_inspect", "license": "MIT"})
 onnx.save(m, sys.argv[1], save_as_external_data=True, location="weights.bin", size_threshold=1024)
 EOF
 
@@ -134,6 +135,7 @@ def facts(path, js):
             errs.append(f"{what}: quantmake {got!r}, onnx {want!r}"[:300])
     check("ir_version", q["ir_version"], m.ir_version)
     check("producer", q["producer_name"], m.producer_name)
+    check("metadata", q["metadata"], {p.key: p.value for p in m.metadata_props})
     check("opsets", [(o["domain"], o["version"]) for o in q["opset_import"]],
           [(o.domain or "ai.onnx", o.version) for o in m.opset_import])
     check("inputs", [(i["name"], i.get("shape")) for i in q["inputs"]],
@@ -216,7 +218,7 @@ done
 "$Q" inspect untyped.onnx --json > a.json 2> /dev/null
 "$Q" inspect --json untyped.onnx > b.json 2> /dev/null
 keys=$("$PY" -c 'import json,sys; print(",".join(json.load(open(sys.argv[1]))))' a.json 2> /dev/null)
-want=path,ir_version,producer_name,producer_version,opset_import,graph,inputs,outputs,nodes,subgraph_nodes,subgraphs,op_types,parameters,intermediates,functions,external_data
+want=path,ir_version,producer_name,producer_version,metadata,opset_import,graph,inputs,outputs,nodes,subgraph_nodes,subgraphs,op_types,parameters,intermediates,functions,external_data
 if cmp -s a.json b.json && [ "$keys" = "$want" ]; then
 	pass "inspect_json_stable"
 else
@@ -239,6 +241,7 @@ else
 	expect ir_version "ir_version: 8"
 	expect producer "producer: t_inspect 1.2"
 	expect opset "opset: ai.onnx 17, com.microsoft 1"
+	expect metadata "  license: MIT"
 	expect input_symbolic "  X: float[N,3,?]"
 	expect nodes "nodes: 8"
 	expect op_constant "  Constant: 3"
@@ -269,6 +272,20 @@ if [ $rc -eq 0 ] && grep -qxF "  weights.bin: missing, 1 tensors" t.txt; then
 	pass "inspect_external_missing"
 else
 	fail "inspect_external_missing" "exit $rc: $(grep weights t.txt)"
+fi
+
+# a data file too short for the tensors that reference it is flagged
+cp weights.bin keep.bin
+head -c 1000 keep.bin > weights.bin
+"$Q" inspect untyped.onnx > t.txt 2> err
+rc=$?
+"$Q" inspect untyped.onnx --json > s.json 2>> err
+mv keep.bin weights.bin
+if [ $rc -eq 0 ] && grep -qxF "  weights.bin: 1000 bytes, 1 tensors, too short for them" t.txt &&
+	"$PY" -c 'import json,sys; e = json.load(open(sys.argv[1]))["external_data"][0]; assert (e["size"], e["needed"]) == (1000, 4096), e' s.json 2>> err; then
+	pass "inspect_external_short"
+else
+	fail "inspect_external_short" "exit $rc: $(grep weights t.txt) $(tail -n1 err)"
 fi
 
 # ---- errors ----

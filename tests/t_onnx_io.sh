@@ -258,6 +258,19 @@ print(" ".join(t.name for t in m.graph.initializer if t.data_location == onnx.Te
 		else
 			fail "external_moved_to_other_dir" "model bytes, data file or outputs differ: $(tail -n1 err)"
 		fi
+		# one file per tensor (onnx's all_tensors_to_one_file=False), in a subdirectory
+		mkdir -p many many_out
+		if "$PY" -c '
+import sys, onnx
+m = onnx.load(sys.argv[1])
+onnx.save(m, sys.argv[2], save_as_external_data=True, all_tensors_to_one_file=False, size_threshold=64)
+' ext.onnx many/m.onnx 2> err && "$Q" convert many/m.onnx many_out/m.onnx 2>> err &&
+			cmp -s many/m.onnx many_out/m.onnx && [ "$(ls many_out | wc -l)" -eq "$(ls many | wc -l)" ] &&
+			"$PY" run.py many_out/m.onnx > out4.txt 2>> err && cmp -s ref.txt out4.txt; then
+			pass "external_many_files_moved ($(ls many_out | wc -l) files)"
+		else
+			fail "external_many_files_moved" "$(ls many_out | tr '\n' ' ') $(tail -n1 err)"
+		fi
 		if "$Q" convert other/y.onnx back.onnx --inline 2> err && cmp -s ext.onnx back.onnx; then
 			pass "external_inline_restores_original_bytes"
 		else
@@ -307,6 +320,22 @@ onnx.save(m, sys.argv[2])
 	fi
 else
 	fail "external_write" "cannot build or run the model: $(tail -n1 err)"
+fi
+# a missing data file: re-saving beside it keeps the reference; moving the
+# model elsewhere cannot, and fails naming the tensor and file
+if [ -f x.onnx ]; then
+	mkdir -p lone lone_out
+	cp x.onnx lone/
+	"$Q" convert lone/x.onnx lone/x2.onnx 2> err
+	rc1=$?
+	"$Q" convert lone/x.onnx lone_out/x.onnx 2> err
+	rc2=$?
+	if [ $rc1 -eq 0 ] && cmp -s lone/x.onnx lone/x2.onnx && [ $rc2 -eq 1 ] &&
+		grep -q "tensor 'W1'.*lone/x.bin.*No such file" err && [ -z "$(ls lone_out)" ]; then
+		pass "external_missing_file"
+	else
+		fail "external_missing_file" "rc=$rc1,$rc2: $(cat err); left: $(ls lone_out)"
+	fi
 fi
 # locations that leave the model's directory are refused
 for loc in /etc/passwd ../x.bin a/../../x.bin; do

@@ -341,6 +341,14 @@ m = model(nodes, [vi("x", T.FLOAT, ["batch", 3, 4])], [vi("y", 0), vi("y2", 0)],
           [i64("z", [0]), i64("one", [1]), i64("m1", [-1]), i64("t2", [-1, 3, 0])], opset=13)
 expect("infer_reshape_cancel", m, {"y": ["batch", 12], "y2": ["batch", 3, 4]})
 
+# split heads and merge them back: [batch, seq, 768] -> [0, 0, 12, 64] -> [0, 0, -1]
+m = model([h.make_node("Reshape", ["x", "s1"], ["y"]), h.make_node("Transpose", ["y"], ["t"], perm=[0, 2, 1, 3]),
+           h.make_node("Transpose", ["t"], ["u"], perm=[0, 2, 1, 3]), h.make_node("Reshape", ["u", "s2"], ["z"])],
+          [vi("x", T.FLOAT, ["batch", "seq", 768])], [vi("z", 0)], [i64("s1", [0, 0, 12, 64]), i64("s2", [0, 0, -1])],
+          opset=13)
+expect("infer_reshape_heads", m, {"y": ["batch", "seq", 12, 64], "t": ["batch", 12, "seq", 64],
+                                  "z": ["batch", "seq", 768]})
+
 # Loop: carried shape stays known, constant trip count gives the scan length
 body = h.make_graph([h.make_node("Identity", ["c"], ["co"]), h.make_node("Add", ["v", "one"], ["v2"]),
                      h.make_node("Identity", ["v2"], ["sc"])], "body",

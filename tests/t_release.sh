@@ -96,6 +96,11 @@ cmp -s "$P"/dist/*.tar.zst "$TMPD/s1.tar.zst" && pass "two runs give a byte-iden
 [ "$(runs "$TMPD/r2")" -eq 0 ] && grep -q 'nothing to do' "$TMPD/r2" && pass "second release rebuilds nothing" || fail "second release rebuilds nothing" "$(cat "$TMPD/r2")"
 ls -a "$P/dist" | grep -q '\.tmp' && fail "no temporary files left in dist/" "$(ls -a "$P/dist")" || pass "no temporary files left in dist/"
 
+mv "$A" "$TMPD/keep.tar.gz"
+"$Q" -C "$P" -n release main > "$TMPD/dn" 2>&1 && grep -qx 'would write dist/main-v1.0.tar.gz' "$TMPD/dn" && [ ! -e "$A" ] &&
+	pass "-n release names the archive and writes nothing" || fail "-n release names the archive and writes nothing" "$(cat "$TMPD/dn")"
+mv "$TMPD/keep.tar.gz" "$A"
+
 # ---- verify-release on all three formats ----
 for f in "$A" "$P"/dist/*.zip "$P"/dist/*.tar.zst; do
 	"$Q" verify-release "$f" > "$TMPD/v" 2>&1 && grep -q 'OK: .* files match MANIFEST.json' "$TMPD/v" &&
@@ -341,6 +346,27 @@ rm "$B2/docs/link.txt"
 printf '\n[release t]\nmodels = relu\nname = {release}-{version}\n' >> "$B2/rules/main.rules"
 expect_err "an unknown name placeholder" 2 "rules/main.rules:[0-9]+: release 't': name '\{release\}-\{version\}' has an unknown placeholder" "$Q" -C "$B2" release t
 sed -i '/^\[release t\]/,$d' "$B2/rules/main.rules"
+printf '\n[release d1]\nmodels = relu\nname = same\n\n[release d2]\nmodels = abs\nname = same\n' >> "$B2/rules/main.rules"
+expect_err "two releases writing one archive" 2 "release 'd2' would write 'dist/same.tar.gz' again" "$Q" -C "$B2" release d1 d2
+sed -i '/^\[release d1\]/,$d' "$B2/rules/main.rules"
+# a write that fails half-way (file size limit) and a kill while writing
+head -c 16777216 /dev/urandom > "$B2/docs/blob.bin"
+"$Q" -C "$B2" release z > /dev/null 2>&1
+rm -rf "$B2/dist"
+(trap '' XFSZ; ulimit -f 2000; exec "$Q" -C "$B2" release z) > "$TMPD/fz.out" 2> "$TMPD/fz.err"
+st=$?
+[ $st -eq 1 ] && grep -q "release 'z': cannot write archive 'dist/z-.*.zip'" "$TMPD/fz.err" && [ -z "$(ls -A "$B2/dist")" ] &&
+	pass "a write failing half-way leaves no partial archive" || fail "a write failing half-way leaves no partial archive" "status $st: $(cat "$TMPD/fz.err"; ls -la "$B2/dist")"
+head -c 67108864 /dev/urandom > "$B2/docs/blob.bin"
+"$Q" -C "$B2" release z > /dev/null 2>&1 &
+pid=$!
+sleep 2
+kill -TERM $pid 2>/dev/null
+wait $pid
+st=$?
+[ $st -eq 143 ] && [ -z "$(ls -A "$B2/dist")" ] && pass "a release killed while writing leaves nothing in dist/" ||
+	fail "a release killed while writing leaves nothing in dist/" "status $st: $(ls -la "$B2/dist")"
+rm -f "$B2/docs/blob.bin"
 rm -rf "$B2/dist" && echo "a file, not a directory" > "$B2/dist"
 expect_err "an unusable dist/" 1 "release 'main': .*dist" "$Q" -C "$B2" release main
 rm -f "$B2/dist" && mkdir -p "$B2/dist" && chmod 555 "$B2/dist"

@@ -3,6 +3,7 @@
 # numpy, bad inputs named precisely, planning errors before anything runs,
 # subgraphs with outer-scope values, taps, buffer reuse across runs, and a
 # cross-check against onnxruntime on random inputs.
+ROOT="${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
 QM="${QUANTMAKE:?QUANTMAKE not set}"
 [ -x "$QM" ] || { echo "FAIL: run: $QM is not an executable"; exit 1; }
 PY="${PY:-$ROOT/.venv/bin/python}"
@@ -93,6 +94,12 @@ g8 = h.make_graph([h.make_node("Loop", ["trip", "", "acc0"], ["Y"], body=body)],
     [nh.from_array(W, "W"), nh.from_array(np.array(4, np.int64), "trip"),
      nh.from_array(np.ones(3, np.float32), "acc0")])
 save(g8, "loop.onnx")
+# constant folding: c = Constant, cw = c * W and Y = X + cw; only Add runs
+g10 = h.make_graph([h.make_node("Constant", [], ["c"], value=nh.from_array(np.array([3.0], np.float32))),
+    h.make_node("Mul", ["c", "W"], ["cw"]), h.make_node("Add", ["X", "cw"], ["Y"])], "g10",
+    [h.make_tensor_value_info("X", TP.FLOAT, [3])], [h.make_tensor_value_info("Y", TP.FLOAT, [3]),
+     h.make_tensor_value_info("cw", TP.FLOAT, [3])], [nh.from_array(W, "W")])
+save(g10, "fold.onnx")
 # a longer chain (buffer reuse): 40 alternating Neg/Relu/Add
 nodes, prev = [], "X"
 for i in range(40):
@@ -155,7 +162,8 @@ expect check-mode-supported "add.onnx: supported" out.txt
 run unsorted.onnx -i X=x3.npy -o u.npz
 pycheck graph-unsorted-and-passthrough "z = np.load('u.npz'); x = np.load('x3.npy'); print('ok' if np.array_equal(z['Y'], np.maximum(-x, 0)) and np.array_equal(z['X'], x) and np.array_equal(z['W'], [1, -2, .5]) else 'bad %r' % dict(z))"
 run add.onnx -i X=x.npy --trace
-if [ "$(grep -c '^tap:' out.txt)" -eq 3 ] && grep -q '^tap: R float \[2,3\]' out.txt; then
+if [ "$(grep -c '^tap:' out.txt)" -eq 4 ] && grep -q '^tap: X float \[2,3\]' out.txt &&
+	grep -q '^tap: R float \[2,3\]' out.txt; then
 	echo "PASS: taps"; else echo "FAIL: taps: $(cat out.txt err.txt | head -c 300)"; fi
 run if.onnx -i X=x3.npy -i cond=true.npy -o t.npz
 run if.onnx -i X=x3.npy -i cond=false.npy -o f.npz
@@ -164,6 +172,15 @@ run loop.onnx -i X=x3.npy -o l.npz
 pycheck subgraph-loop-outer-scope "x = np.load('x3.npy'); W = np.array([1, -2, .5], np.float32); a = np.ones(3, np.float32)
 for i in range(4): a = a * x + W
 y = np.load('l.npz')['Y']; print('ok' if np.allclose(y, a) else 'bad %r vs %r' % (y, a))"
+run fold.onnx -s x3.npy -s x3.npy --trace
+if [ $? -eq 0 ] && [ "$(grep -c '^tap: cw float \[3\] sum=-1.5' out.txt)" -eq 2 ] &&
+	[ "$(grep -c '^tap: c float \[1\] sum=3' out.txt)" -eq 2 ]; then
+	echo "PASS: folded-constants-tapped-every-run"
+else
+	echo "FAIL: folded-constants-tapped-every-run: $(cat out.txt err.txt | head -c 400)"
+fi
+run fold.onnx -i X=x3.npy -o fold.npz --bench 3 || echo "FAIL: folded-constants-run: $(cat err.txt)"
+pycheck folded-constants-values "z = np.load('fold.npz'); x = np.load('x3.npy'); W = np.array([1, -2, .5], np.float32); print('ok' if np.allclose(z['Y'], x + 3 * W) and np.allclose(z['cw'], 3 * W) else 'bad %r' % dict(z))"
 run chain.onnx -i X=big.npy -o c.npz --bench 5
 [ $? -eq 0 ] && expect bench-latency "latency: mean .* ms, p50 .* ms, p90 .* ms over 5 runs" out.txt || echo "FAIL: bench-latency: $(cat err.txt)"
 # 40 nodes of 16 KiB each: with lifetimes, at most a few are alive at once
@@ -186,6 +203,14 @@ z = np.concatenate([(2 * x + W).ravel(), (x + W).ravel()])
 print('Z float %.6g %.6g' % (z.min(), z.max()))" > want.txt
 got=$(awk '$1 == "Z" { printf "%s %s %s %s\n", $1, $2, $3, $4 }' out.txt)
 if [ "$got" = "$(cat want.txt)" ]; then echo "PASS: samples-stats-tap"; else echo "FAIL: samples-stats-tap: got '$got', expected '$(cat want.txt)'"; fi
+# a named tensor for the second input, an unnamed one for the first
+"$PY" -c "import numpy as np; np.savez('mixed.npz', np.load('x3.npy'), cond=np.array(True))"
+run if.onnx -s mixed.npz -s mixed.npz --stats
+if [ $? -eq 0 ] && grep -q "^sample 1: Y float \[3\]" out.txt && grep -q "^cond  *bool  *1  *1 " out.txt; then
+	echo "PASS: samples-mixed-named-positional"
+else
+	echo "FAIL: samples-mixed-named-positional: $(cat out.txt err.txt | head -c 400)"
+fi
 "$PY" -c "import numpy as np; np.savez('nolabels.npz', foo=np.zeros(3))"
 run add.onnx -s nolabels.npz; fails samples-no-input 1 "sample 0: the sample names none of the model's inputs (first tensor: 'foo'"
 run nosuch.onnx;   fails missing-model 2 "nosuch.onnx"
@@ -194,7 +219,7 @@ run add.onnx --bogus; fails bad-option 2 "unknown option '--bogus'"
 # cross-check with onnxruntime (within 1e-4 relative) on random inputs: the
 # CNN and transformer of bench/interp-models.py, the real models shipped in
 # the magika and silero-vad wheels (bench/fetch-models.sh), and a few ONNX
-# test models
+# test models, at batch 1 and 3
 if "$PY" -c 'import onnxruntime' 2>/dev/null; then
 	D=/usr/share/libonnx-testdata/data
 	ORT="$ROOT/bench/interp-ort.py"
@@ -207,26 +232,40 @@ if "$PY" -c 'import onnxruntime' 2>/dev/null; then
 	else
 		echo "SKIP: ort-real-models: cannot fetch magika/silero-vad wheels ($(tail -1 py.txt))"
 	fi
+	: > list.txt
 	for m in $models; do
-		n=$(basename "$(dirname "$m")")-$(basename "$m" .onnx)
+		n=$(basename "$m" .onnx)
+		[ "$n" = model ] && n=$(basename "$(dirname "$m")")
 		[ -f "$m" ] || { echo "SKIP: ort-$n: $m not found"; continue; }
 		high=4
 		case $n in magika*) high=257 ;; esac
-		for b in 1 3; do
-			if ! QM_INT_HIGH=$high "$PY" "$ORT" feeds "$m" $b "$n-$b-in.npz" $b > py.txt 2>&1 ||
-				! "$PY" "$ORT" run "$m" "$n-$b-in.npz" "$n-$b-ort.npz" > py.txt 2>&1; then
-				echo "SKIP: ort-$n-b$b: onnxruntime failed: $(tail -1 py.txt)"
-				continue
-			fi
-			run "$m" -i "$n-$b-in.npz" -o "$n-$b-qm.npz" -t 2
-			if [ $? -ne 0 ]; then
-				echo "FAIL: ort-$n-b$b: $(cat err.txt)"
-				continue
-			fi
-			r=$("$PY" "$ORT" compare "$n-$b-qm.npz" "$n-$b-ort.npz" 1e-4 2>&1)
-			if [ "$r" = ok ]; then echo "PASS: ort-$n-b$b"; else echo "FAIL: ort-$n-b$b: $r"; fi
-		done
+		echo "$m 1 $T/ort-$n-b1 $high" >> list.txt
+		echo "$m 3 $T/ort-$n-b3 $high" >> list.txt
 	done
+	"$PY" "$ORT" prepare list.txt 2>&1
+	# real inputs: the digits example's MLP on its test set, magika on the
+	# bytes of a real source file
+	"$PY" - "$ROOT" "$T" "${M:-}" <<'EOF' >> list.txt 2> py.txt || echo "FAIL: ort-real-inputs: $(tail -1 py.txt)"
+import sys, subprocess, numpy as np
+root, t, m = sys.argv[1:4]
+subprocess.check_call([sys.executable, root + "/examples/digits/export.py", root + "/examples/digits/weights.npz", t + "/digits.onnx"])
+np.savez(t + "/ort-digits-real-in.npz", input=np.load(root + "/examples/digits/test.npz")["input"])
+print(t + "/digits.onnx 0 " + t + "/ort-digits-real 0")
+if m:
+    b = np.frombuffer(open(root + "/src/exec/interp.c", "rb").read()[:4096], np.uint8).astype(np.int32)
+    x = np.stack([b[:2048], b[2048:4096]])  # two real 2048-byte windows
+    np.savez(t + "/ort-magika-real-in.npz", bytes=x)
+    print(m + "/magika/model.onnx 0 " + t + "/ort-magika-real 0")
+EOF
+	for p in digits-real magika-real; do
+		m=$(awk -v p="$T/ort-$p" '$3 == p { print $1 }' list.txt)
+		[ -n "$m" ] && { "$PY" "$ORT" run "$m" "$T/ort-$p-in.npz" "$T/ort-$p-ort.npz" 2>&1 || echo "FAIL: ort-$p: onnxruntime failed"; }
+	done
+	while read -r m b p high; do
+		[ -f "$p-in.npz" ] || continue
+		run "$m" -i "$p-in.npz" -o "$p-qm.npz" -t 2 || echo "FAIL: ${p##*/}: $(cat err.txt)"
+	done < list.txt
+	"$PY" "$ORT" check list.txt 1e-4 2>&1
 else
 	echo "SKIP: ort-crosscheck: onnxruntime not installed"
 fi

@@ -104,8 +104,9 @@ for d in $DIRS; do
 			echo "FAIL: conformance-coverage-node: $sup/$all node tests supported ($((100 * sup / all))%), goal $MIN_COVER%"
 		fi
 		# the most frequent reasons, to steer the work
-		sed -n 's/^UNSUPPORTED: [^:]*: \(.*\) is not supported.*/\1/p' "$tmp/res" |
-			sed 's/-[0-9]*$//' | sort | uniq -c | sort -rn | head -15 |
+		grep '^UNSUPPORTED: ' "$tmp/res" |
+			sed -E -n 's/.* ([A-Za-z0-9_.]+)-[0-9]+ is not supported.*/\1/p; t; s/.* \(([A-Za-z0-9_]+)\): .*/\1/p; t; s/.*(string|sequence|optional|map) (tensors|values) are not supported.*/\1-values/p' |
+			sort | uniq -c | sort -rn | head -15 |
 			awk 'BEGIN { printf "  unsupported operators (tests):" } { printf " %s(%d)", $2, $1 } END { print "" }'
 	fi
 done

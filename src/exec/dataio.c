@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <glob.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -181,17 +182,22 @@ int npy_parse(const void *buf, size_t len, const char *what, Tensor *t)
 		dims[rank++] = d;
 		v = end;
 	}
-	if (tensor_alloc(t, dt, rank, dims) < 0) {
-		error_prefix("%s", what);
+	/* check the size against the file before allocating anything */
+	int64_t numel = shape_numel(rank, dims);
+	if (numel < 0 || (numel > 0 && (uint64_t)numel > SIZE_MAX / 16)) {
+		error("%s: shape in .npy header overflows", what);
 		goto out;
 	}
-	size_t have = len - hoff - hlen;
-	if (have != t->nbytes) {
+	size_t need = dtype_nbytes(dt, numel), have = len - hoff - hlen;
+	if (have != need) {
 		char sb[128];
 		error("%s: %s %s needs %zu bytes of data, the file has %zu (%s)", what, dtype_name(dt),
-		      shape_str(rank, dims, sb, sizeof sb), t->nbytes, have,
-		      have < t->nbytes ? "truncated" : "trailing bytes");
-		tensor_free(t);
+		      shape_str(rank, dims, sb, sizeof sb), need, have,
+		      have < need ? "truncated" : "trailing bytes");
+		goto out;
+	}
+	if (tensor_alloc(t, dt, rank, dims) < 0) {
+		error_prefix("%s", what);
 		goto out;
 	}
 	if (t->nbytes)
@@ -391,7 +397,18 @@ out:
 
 int tensor_load_proto(Model *m, const Onnx__TensorProto *p, Tensor *t)
 {
-	if (tensor_proto_numel(p) != 0 || p->n_dims > QM_MAX_RANK)
+	int64_t n = tensor_proto_numel(p);
+	int ext = p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+	if (n > 0 && !ext && !p->has_raw_data) {
+		/* typed fields hold at least one entry per two elements: refuse
+		 * dims that claim more before anything is allocated */
+		uint64_t have = (uint64_t)p->n_float_data + p->n_int32_data + p->n_int64_data +
+				p->n_double_data + p->n_uint64_data;
+		if ((uint64_t)n > 2 * have + 16)
+			return error("tensor '%s': its dims need %lld elements, it holds %llu values",
+				     p->name ? p->name : "", (long long)n, (unsigned long long)have);
+	}
+	if (n != 0 || p->n_dims > QM_MAX_RANK)
 		return tensor_from_proto(m, p, t);
 	memset(t, 0, sizeof *t);
 	if (tensor_alloc(t, p->has_data_type ? p->data_type : 0, (int)p->n_dims, p->dims) < 0)
@@ -424,7 +441,7 @@ int pb_parse(const void *buf, size_t len, const char *what, Tensor *t)
 	 * claim more before anything is allocated */
 	int64_t n = tensor_proto_numel(p);
 	int dt = p->has_data_type ? p->data_type : 0;
-	if (n < 0 || p->n_dims > QM_MAX_RANK || (dtype_bits(dt) && dtype_nbytes(dt, n) > len)) {
+	if (n < 0 || p->n_dims > QM_MAX_RANK || (dtype_bits(dt) && p->has_raw_data && dtype_nbytes(dt, n) > len)) {
 		error("%s: tensor dims claim more data than the file holds (not a TensorProto?)", what);
 		goto out;
 	}

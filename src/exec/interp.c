@@ -16,6 +16,7 @@
 #include "exec/interp.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ typedef struct Step {
 	size_t nimplicit;
 	int *release;             /* node-output slots dead after this step */
 	size_t nrelease;
+	int folded;               /* computed once at plan time (constant inputs) */
 } Step;
 
 typedef struct NameMap {
@@ -587,6 +589,71 @@ out:
 	return r;
 }
 
+/* operators whose result is not a function of their inputs */
+static int nondeterministic(const Onnx__NodeProto *n)
+{
+	static const char *const ops[] = {
+		"Bernoulli", "Dropout", "Multinomial", "RandomNormal", "RandomNormalLike",
+		"RandomUniform", "RandomUniformLike",
+	};
+	for (size_t i = 0; i < ARRAY_LEN(ops); i++)
+		if (n->op_type && !strcmp(n->op_type, ops[i]))
+			return 1;
+	return 0;
+}
+
+/* Constant folding: a node whose inputs are all initializers or folded
+ * values runs once here and its outputs become constants of the plan (up to
+ * 16 MiB each). A node that fails is left to fail, with its message, when
+ * the model runs. */
+static void fold_constants(Interp *ip, Plan *p)
+{
+	for (size_t i = 0; i < p->nsteps; i++) {
+		Step *st = &p->steps[i];
+		const Onnx__NodeProto *n = st->node;
+		int ok = !nondeterministic(n) && !st->nimplicit;
+		for (size_t a = 0; ok && a < n->n_attribute; a++)
+			ok = n->attribute[a]->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH &&
+			     n->attribute[a]->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS;
+		for (size_t k = 0; ok && k < n->n_input; k++)
+			ok = st->in[k] < 0 || (p->vals[st->in[k]].kind == V_INIT && p->consts[st->in[k]].dtype);
+		if (!ok)
+			continue;
+		size_t nin = n->n_input, nout = n->n_output;
+		const Tensor **ins = xcalloc(nin ? nin : 1, sizeof *ins);
+		Tensor **outs = xcalloc(nout ? nout : 1, sizeof *outs);
+		Tensor *res = xcalloc(nout ? nout : 1, sizeof *res);
+		for (size_t k = 0; k < nin; k++)
+			ins[k] = st->in[k] >= 0 ? &p->consts[st->in[k]] : NULL;
+		for (size_t k = 0; k < nout; k++)
+			outs[k] = &res[k];
+		RunCtx c = {
+			.node = n, .opset = st->opset, .nin = nin, .nout = nout,
+			.in = ins, .out = outs, .interp = NULL, .threads = ip->o.threads,
+		};
+		ok = st->def->run(&c) == 0;
+		for (size_t k = 0; ok && k < nout; k++)
+			ok = st->out[k] < 0 || (res[k].data && res[k].dtype && res[k].nbytes <= (16u << 20) &&
+						res[k].numel == shape_numel(res[k].rank, res[k].dims));
+		for (size_t k = 0; ok && k < nout; k++) {
+			int s = st->out[k];
+			if (s < 0)
+				continue;
+			p->consts[s] = res[k];
+			memset(&res[k], 0, sizeof res[k]);
+			p->vals[s].kind = V_INIT; /* bound like an initializer from now on */
+			ip->weights += p->consts[s].nbytes;
+		}
+		if (ok)
+			st->folded = 1;
+		for (size_t k = 0; k < nout; k++)
+			tensor_free(&res[k]);
+		free(res);
+		free(ins);
+		free(outs);
+	}
+}
+
 /* load the initializers of every plan */
 static int load_consts(Interp *ip)
 {
@@ -597,8 +664,21 @@ static int load_consts(Interp *ip)
 			if (p->vals[s].init < 0)
 				continue;
 			const Onnx__TensorProto *tp = p->g->initializer[p->vals[s].init];
-			if (tensor_load_proto(ip->m, tp, &p->consts[s]) < 0)
+			Tensor *t = &p->consts[s];
+			/* raw_data that protobuf-c allocated is aligned: borrow it
+			 * rather than hold every weight twice */
+			int dt = tp->has_data_type ? tp->data_type : 0;
+			int64_t n = tensor_proto_numel(tp);
+			int ext = tp->has_data_location &&
+				  tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+			if (!ext && tp->has_raw_data && n > 0 && dt > 0 && dt != DT_STRING && dtype_bits(dt) &&
+			    tp->n_dims <= QM_MAX_RANK && tp->raw_data.len == dtype_nbytes(dt, n) &&
+			    (uintptr_t)tp->raw_data.data % 16 == 0) {
+				if (tensor_borrow(t, dt, (int)tp->n_dims, tp->dims, tp->raw_data.data) < 0)
+					return error_prefix("initializer '%s'", vname(&p->vals[s]));
+			} else if (tensor_load_proto(ip->m, tp, t) < 0) {
 				return error_prefix("initializer '%s'", vname(&p->vals[s]));
+			}
 			ip->weights += p->consts[s].nbytes;
 		}
 	}
@@ -621,6 +701,9 @@ Interp *interp_new(Model *m, const InterpOpts *o)
 		goto fail;
 	if (!ip->o.check_only && load_consts(ip) < 0)
 		goto fail;
+	if (!ip->o.check_only)
+		for (size_t i = 0; i < ip->plans.n; i++)
+			fold_constants(ip, ip->plans.v[i]);
 	Plan *p = ip->main;
 	ip->real_inputs = xcalloc(p->ninputs ? p->ninputs : 1, sizeof *ip->real_inputs);
 	for (size_t i = 0; i < p->ninputs; i++)
@@ -757,6 +840,12 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 		Step *st = &p->steps[i];
 		const Onnx__NodeProto *n = st->node;
 		size_t nin = n->n_input, nout = n->n_output;
+		if (st->folded) {
+			for (size_t k = 0; tap && ip->o.tap && k < nout; k++)
+				if (st->out[k] >= 0)
+					ip->o.tap(ip->o.tap_ud, n->output[k], f->ref[st->out[k]]);
+			continue;
+		}
 		const Tensor **ins = nin <= 16 ? inbuf : xcalloc(nin, sizeof *ins);
 		Tensor **outs = nout <= 16 ? outbuf : xcalloc(nout, sizeof *outs);
 		Tensor *scratch = nout <= 16 ? scratchbuf : xcalloc(nout, sizeof *scratch);
@@ -792,6 +881,11 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 			if (!t->data || !t->dtype)
 				r = error("node '%s' (%s): kernel produced no value for output '%s'",
 					  node_label(n, lb, sizeof lb), n->op_type, n->output[k]);
+			else if (t->rank < 0 || t->rank > QM_MAX_RANK || t->numel != shape_numel(t->rank, t->dims) ||
+				 t->nbytes != dtype_nbytes(t->dtype, t->numel))
+				r = error("node '%s' (%s): kernel produced an inconsistent tensor for output '%s' "
+					  "(%lld elements, %zu bytes of %s)", node_label(n, lb, sizeof lb), n->op_type,
+					  n->output[k], (long long)t->numel, t->nbytes, dtype_name(t->dtype));
 			else {
 				f->ref[st->out[k]] = t;
 				ip->live += t->nbytes;
@@ -815,6 +909,8 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 					ip->o.tap(ip->o.tap_ud, n->output[k], f->ref[st->out[k]]);
 		for (size_t k = 0; k < st->nrelease; k++) {
 			int s = st->release[k];
+			if (p->vals[s].kind != V_NODE)
+				continue; /* folded into a constant */
 			ip->live -= ip->live >= f->t[s].nbytes ? f->t[s].nbytes : ip->live;
 			release_tensor(ip, &f->t[s]);
 			f->ref[s] = NULL;
@@ -893,15 +989,12 @@ static int check_input(const Interp *ip, size_t i, const Tensor *t)
 		     dtype_name(t->dtype), shape_str(t->rank, t->dims, g, sizeof g));
 }
 
-int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *out)
+/* point the main frame at initializers and the caller's inputs, checking
+ * names, types and shapes */
+static int bind_inputs(Interp *ip, size_t nin, const Tensor *in)
 {
-	if (ip->o.check_only)
-		return error("interpreter was created in check-only mode");
 	Plan *p = ip->main;
 	Frame *f = &ip->mainf;
-	if (nout > p->noutputs)
-		return error("%zu outputs requested, the model has %zu", nout, p->noutputs);
-	openblas_set_num_threads(ip->o.threads);
 	for (size_t s = 0; s < p->nvals; s++)
 		f->ref[s] = NULL;
 	if (frame_bind(f) < 0)
@@ -930,8 +1023,10 @@ int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *ou
 				}
 				if (best && bd <= 3)
 					return error("the model has no input '%s' (did you mean '%s'?)", in[k].name, best);
-				return error("the model has no input '%s'%s%s", in[k].name,
-					     best ? "; its first input is " : "", best ? best : "");
+				if (!ip->nreal)
+					return error("the model has no input '%s' (it takes no inputs)", in[k].name);
+				return error("the model has no input '%s' (its first input is '%s')", in[k].name,
+					     interp_input_name(ip, 0));
 			}
 		} else {
 			if (k >= ip->nreal)
@@ -960,6 +1055,34 @@ int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *ou
 		expected_str(ip, ri, e, sizeof e);
 		return error("missing input '%s' (%s)", p->vals[s].name, e);
 	}
+	return 0;
+}
+
+int interp_check_inputs(Interp *ip, size_t nin, const Tensor *in)
+{
+	int r = ip->o.check_only ? 0 : bind_inputs(ip, nin, in);
+	for (size_t s = 0; s < ip->main->nvals; s++)
+		ip->mainf.ref[s] = NULL;
+	return r;
+}
+
+int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *out)
+{
+	if (ip->o.check_only)
+		return error("interpreter was created in check-only mode");
+	Plan *p = ip->main;
+	Frame *f = &ip->mainf;
+	if (nout > p->noutputs)
+		return error("%zu outputs requested, the model has %zu", nout, p->noutputs);
+	if (bind_inputs(ip, nin, in) < 0) {
+		for (size_t s = 0; s < p->nvals; s++)
+			f->ref[s] = NULL;
+		return -1;
+	}
+	openblas_set_num_threads(ip->o.threads);
+	if (ip->o.tap) /* calibration needs the ranges of the inputs too */
+		for (size_t i = 0; i < p->ninputs; i++)
+			ip->o.tap(ip->o.tap_ud, p->vals[p->inputs[i]].name, f->ref[p->inputs[i]]);
 	ip->live = 0;
 	int r = run_frame(ip, f, 1);
 	if (r == 0)
@@ -972,17 +1095,28 @@ int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *ou
 int interp_run_sample(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *out)
 {
 	Tensor *sel = xcalloc(nin ? nin : 1, sizeof *sel);
-	size_t n = 0;
+	char *named = xcalloc(ip->nreal ? ip->nreal : 1, 1);
+	size_t n = 0, next = 0;
+	for (size_t k = 0; k < nin; k++)
+		for (size_t i = 0; in[k].name && i < ip->nreal; i++)
+			if (!strcmp(in[k].name, interp_input_name(ip, i))) {
+				named[i] = 1;
+				sel[n++] = in[k]; /* shallow: interp_run only reads */
+			}
 	for (size_t k = 0; k < nin; k++) {
-		int take = !in[k].name;
-		for (size_t i = 0; i < ip->nreal && !take; i++)
-			take = !strcmp(in[k].name, interp_input_name(ip, i));
-		if (take)
-			sel[n++] = in[k]; /* shallow: interp_run only reads */
+		if (in[k].name)
+			continue;
+		while (next < ip->nreal && named[next])
+			next++;
+		sel[n] = in[k];
+		/* the next input no tensor names; past the last one, interp_run
+		 * reports the surplus */
+		sel[n++].name = next < ip->nreal ? (char *)interp_input_name(ip, next++) : NULL;
 	}
 	int r = n || !nin ? interp_run(ip, n, sel, nout, out)
 			  : error("the sample names none of the model's inputs (first tensor: '%s', first input: '%s')",
 				  in[0].name, ip->nreal ? interp_input_name(ip, 0) : "");
+	free(named);
 	free(sel);
 	return r;
 }

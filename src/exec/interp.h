@@ -6,9 +6,10 @@
  * every value so its buffer returns to a pool as soon as it is dead, and the
  * initializers, loaded once. interp_run() then runs any number of batches.
  *
- * Taps see every tensor a node of the main graph produces, right after it is
- * produced and before it may be freed: calibration reads activations without
- * the interpreter keeping them all alive.
+ * Taps see every input of the main graph when a run starts and every tensor
+ * a node of the main graph produces, right after it is produced and before
+ * it may be freed: calibration reads activations without the interpreter
+ * keeping them all alive.
  *
  * The Interp borrows the Model: keep it alive until interp_free(). An Interp
  * runs one batch at a time (not thread-safe); kernels may use opts.threads. */
@@ -23,7 +24,7 @@
 
 typedef struct InterpOpts {
 	int threads;   /* threads kernels and BLAS may use; 0 means 1 */
-	/* called for every tensor produced by a main-graph node (NULL: none) */
+	/* called for every main-graph input and node output (NULL: none) */
 	void (*tap)(void *ud, const char *name, const Tensor *t);
 	void *tap_ud;
 	/* plan only: check that every operator is supported, load nothing */
@@ -51,6 +52,10 @@ const char *interp_output_name(const Interp *ip, size_t i);
  * output i (0 <= i < nout <= interp_noutputs); the caller tensor_free()s
  * them. The inputs are only read. */
 int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *out);
+
+/* Check in[] as interp_run() would (names, types, shapes, missing inputs)
+ * without running anything. */
+int interp_check_inputs(Interp *ip, size_t nin, const Tensor *in);
 
 /* Run one sample as read by dataio (samples_next): tensors named after a
  * model input feed it, other named tensors (labels, say) are ignored, and

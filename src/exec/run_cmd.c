@@ -3,10 +3,17 @@
  * tests/t_run_conformance.sh.
  *
  *   quantmake run MODEL [-i [NAME=]FILE]... [-d TEST_DATA_SET_DIR]
- *                 [-o OUT.npz] [--compare DIR] [--bench N] [-t THREADS]
+ *                 [-o OUT.npz|.npy|.pb] [--compare DIR] [--bench N]
+ *                 [-t THREADS] [-q] [--trace]
+ *   quantmake run MODEL -s SAMPLES... [--stats]   every sample (files, dirs,
+ *                                          globs); --stats: each tensor's range
  *   quantmake run --check MODEL...        which models the interpreter supports
+ *   quantmake run --dump DATA... [-o OUT] print (and convert) data files
  *   quantmake run --conformance DIR...    ONNX test directories (model.onnx +
- *                                          test_data_set_N/), one line each */
+ *                                          test_data_set_N/), one line each
+ *
+ * --trace prints every tensor as it is produced (a tap); --bench N times N
+ * more runs and checks that each reproduces the first run's outputs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -525,9 +532,13 @@ int cmd_run(int argc, char **argv)
 	}
 	nout = interp_noutputs(ip);
 	out = xcalloc(nout ? nout : 1, sizeof *out);
+	if (interp_check_inputs(ip, in.n, in.t) < 0) {
+		fprintf(stderr, "%s: %s: %s\n", argv0, model, errmsg());
+		goto done;
+	}
 	if (interp_run(ip, in.n, in.t, nout, out) < 0) {
 		fprintf(stderr, "%s: %s: %s\n", argv0, model, errmsg());
-		rc = in.n == 0 || strstr(errmsg(), "input '") ? 2 : 1;
+		rc = 1;
 		goto done;
 	}
 	rc = 0;

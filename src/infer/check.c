@@ -16,7 +16,7 @@ typedef struct Declared {
 
 /* Record the declared types of g (and of its subgraphs) and drop them:
  * value_info entirely, output types; graph input types stay. */
-static int strip_graph(SymTab *syms, Onnx__GraphProto *g, Declared **d, size_t *nd, int top)
+static int strip_graph(SymTab *syms, Onnx__GraphProto *g, Declared **d, size_t *nd)
 {
 	for (size_t i = 0; i < g->n_output; i++) {
 		Onnx__ValueInfoProto *vo = g->output[i];
@@ -56,10 +56,10 @@ static int strip_graph(SymTab *syms, Onnx__GraphProto *g, Declared **d, size_t *
 		const Onnx__NodeProto *n = g->node[i];
 		for (size_t j = 0; j < n->n_attribute; j++) {
 			Onnx__AttributeProto *a = n->attribute[j];
-			if (a->g && strip_graph(syms, a->g, d, nd, 0) < 0)
+			if (a->g && strip_graph(syms, a->g, d, nd) < 0)
 				return -1;
 			for (size_t k = 0; k < a->n_graphs; k++)
-				if (strip_graph(syms, a->graphs[k], d, nd, 0) < 0)
+				if (strip_graph(syms, a->graphs[k], d, nd) < 0)
 					return -1;
 		}
 	}
@@ -97,7 +97,7 @@ int infer_check_declared(Model *m, const InferOpts *o, StrBuf *why)
 	size_t nd = 0;
 	InferReport rep = {0};
 	int rc = -1;
-	if (strip_graph(syms, m->proto->graph, &d, &nd, 1) < 0) {
+	if (strip_graph(syms, m->proto->graph, &d, &nd) < 0) {
 		sb_printf(why, "%s", errmsg());
 		goto out;
 	}

@@ -168,6 +168,7 @@ int cmd_infer_shapes(int argc, char **argv)
 	}
 	InferReport r = {0};
 	int rc = 0;
+	double t0 = now_sec();
 	if (infer_model(m, &o, &r) < 0) {
 		fprintf(stderr, "%s: %s: %s\n", argv0, in, errmsg());
 		rc = 1;
@@ -179,13 +180,17 @@ int cmd_infer_shapes(int argc, char **argv)
 		     "untyped", in, x->domain, *x->domain ? "." : "", x->op, (long long)x->opset,
 		     x->node, ", ", x->count, x->count == 1 ? "" : "s");
 	}
+	double secs = now_sec() - t0;
 	if (model_save(m, out, NULL) < 0) {
 		fprintf(stderr, "%s: %s\n", argv0, errmsg());
 		rc = 1;
 		goto done;
 	}
-	printf("%s: %zu/%zu tensors typed, %zu with a shape, %zu constant\n", out, r.ntyped,
+	printf("%s: %zu/%zu tensors typed, %zu with a shape, %zu constant", out, r.ntyped,
 	       r.ntensors, r.nshaped, r.nconst);
+	if (r.nconstfail)
+		printf(", %zu kernels failed during constant propagation", r.nconstfail);
+	printf("; inferred in %.4fs\n", secs);
 done:
 	infer_report_free(&r);
 	model_free(m);

@@ -109,6 +109,8 @@ typedef struct GraphMemo {
 	const Onnx__NodeProto **node;
 	ValueType *vt;
 	ValueType *out;         /* g->n_output final output types */
+	int in_function;        /* a graph inside a function body: shared by
+				 * every call, so nothing call-specific is written */
 } GraphMemo;
 
 struct InferState {
@@ -173,6 +175,7 @@ static GraphMemo *memo_get(InferState *st, const Onnx__GraphProto *g)
 	}
 	GraphMemo *gm = xcalloc(1, sizeof *gm);
 	gm->g = g;
+	gm->in_function = st->fn != NULL;
 	pv_push(&st->memos, gm);
 	return gm;
 }
@@ -294,7 +297,7 @@ static int const_fold(InferState *st, const OpDef *def, const Onnx__NodeProto *n
 		Tensor *t = &tout[i];
 		if (!n->output[i] || !*n->output[i] || !t->dtype || t->numel > limit || out[i].value)
 			continue;
-		if (t->dtype == DT_STRING)
+		if (t->dtype == DT_STRING || (out[i].kind != VT_TENSOR && out[i].kind != VT_UNKNOWN))
 			continue;
 		ValueType k = {0}, merged = {0};
 		vt_set_tensor(&k, t->dtype, t->rank);
@@ -652,6 +655,10 @@ static int infer_node(InferState *st, const Onnx__NodeProto *n, const StrMap *de
 		if (infer_function(st, n, fn, in, outv) < 0)
 			goto out;
 	} else if (def && def->infer) {
+		if (!nout) {
+			op_error(n, "node has no outputs");
+			goto out;
+		}
 		InferCtx c = {.node = n, .opset = opset, .nin = nin, .nout = nout,
 			      .in = in, .out = outp, .st = st};
 		if (def->infer(&c) < 0)
@@ -736,7 +743,7 @@ static void node_reads(const Onnx__NodeProto *n, PtrVec *names)
 static int topo_order(const Onnx__GraphProto *g, size_t **order)
 {
 	size_t nn = g->n_node, nedge = 0;
-	StrMap prod = {0};
+	StrMap prod = {0}, defined = {0};
 	PtrVec names = {0};
 	size_t *indeg = xcalloc(nn + 1, sizeof *indeg);
 	size_t *start = xcalloc(nn + 2, sizeof *start);
@@ -745,12 +752,25 @@ static int topo_order(const Onnx__GraphProto *g, size_t **order)
 	char lb[256], lb2[256];
 	int rc = -1;
 	sm_init(&prod, nn);
+	sm_init(&defined, g->n_input + g->n_initializer);
+	/* graph inputs and initializers: defined, produced by no node */
+	for (size_t i = 0; i < g->n_input; i++)
+		if (g->input[i]->name)
+			sm_put(&defined, g->input[i]->name, (void *)1);
+	for (size_t i = 0; i < g->n_initializer; i++)
+		if (g->initializer[i]->name)
+			sm_put(&defined, g->initializer[i]->name, (void *)1);
 	for (size_t i = 0; i < nn; i++) {
 		const Onnx__NodeProto *n = g->node[i];
 		for (size_t j = 0; j < n->n_output; j++) {
 			const char *o = n->output[j];
 			if (!o || !*o)
 				continue;
+			if (sm_get(&defined, o)) {
+				error("graph '%s': node '%s' (%s): output '%s' redefines a graph input or "
+				      "initializer", graph_name(g), node_label(n, lb, sizeof lb), n->op_type, o);
+				goto out;
+			}
 			void *prev = sm_put(&prod, o, (void *)(uintptr_t)(i + 1));
 			if (prev) {
 				size_t p = (uintptr_t)prev - 1;
@@ -820,6 +840,7 @@ static int topo_order(const Onnx__GraphProto *g, size_t **order)
 	rc = 0;
 out:
 	sm_free(&prod, 0);
+	sm_free(&defined, 0);
 	pv_free(&names);
 	free(indeg);
 	free(start);
@@ -1160,6 +1181,60 @@ static void commit_graph(GraphMemo *gm)
 	}
 }
 
+/* Intern every dim_param of the model before inference, so that a fresh
+ * "unk__N" never takes a name the model uses somewhere later. */
+static void intern_type_params(SymTab *syms, const Onnx__TypeProto *tp)
+{
+	const Onnx__TensorShapeProto *sh = NULL;
+	if (!tp)
+		return;
+	switch (tp->value_case) {
+	case ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE:
+		sh = tp->tensor_type ? tp->tensor_type->shape : NULL;
+		break;
+	case ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE:
+		sh = tp->sparse_tensor_type ? tp->sparse_tensor_type->shape : NULL;
+		break;
+	case ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE:
+		if (tp->sequence_type)
+			intern_type_params(syms, tp->sequence_type->elem_type);
+		return;
+	case ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE:
+		if (tp->optional_type)
+			intern_type_params(syms, tp->optional_type->elem_type);
+		return;
+	case ONNX__TYPE_PROTO__VALUE_MAP_TYPE:
+		if (tp->map_type)
+			intern_type_params(syms, tp->map_type->value_type);
+		return;
+	default:
+		return;
+	}
+	for (size_t i = 0; sh && i < sh->n_dim; i++)
+		if (sh->dim[i] && sh->dim[i]->value_case ==
+		    ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && sh->dim[i]->dim_param &&
+		    *sh->dim[i]->dim_param)
+			sym_intern(syms, sh->dim[i]->dim_param);
+}
+
+static void intern_graph_params(SymTab *syms, const Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_input; i++)
+		intern_type_params(syms, g->input[i]->type);
+	for (size_t i = 0; i < g->n_output; i++)
+		intern_type_params(syms, g->output[i]->type);
+	for (size_t i = 0; i < g->n_value_info; i++)
+		intern_type_params(syms, g->value_info[i]->type);
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t j = 0; j < g->node[i]->n_attribute; j++) {
+			const Onnx__AttributeProto *a = g->node[i]->attribute[j];
+			if (a->g)
+				intern_graph_params(syms, a->g);
+			for (size_t k = 0; k < a->n_graphs; k++)
+				intern_graph_params(syms, a->graphs[k]);
+		}
+}
+
 void infer_report_free(InferReport *r)
 {
 	if (!r)
@@ -1199,11 +1274,14 @@ int infer_model(Model *m, const InferOpts *o, InferReport *r)
 		st.o.const_limit = INFER_CONST_LIMIT;
 	st.r = r ? r : &local;
 	st.syms = symtab_new();
+	intern_graph_params(st.syms, mp->graph);
 	if (infer_graph(&st, mp->graph, 0, NULL, 1, NULL, 0) < 0)
 		goto out;
 	/* coverage, and the strict-mode check, before anything is written */
 	for (size_t i = 0; i < st.memos.n; i++) {
 		GraphMemo *gm = st.memos.v[i];
+		if (gm->in_function)
+			continue;
 		for (size_t j = 0; j < gm->n; j++) {
 			const ValueType *v = &gm->vt[j];
 			st.r->ntensors++;
@@ -1222,8 +1300,11 @@ int infer_model(Model *m, const InferOpts *o, InferReport *r)
 			}
 		}
 	}
-	for (size_t i = 0; i < st.memos.n; i++)
-		commit_graph(st.memos.v[i]);
+	for (size_t i = 0; i < st.memos.n; i++) {
+		GraphMemo *gm = st.memos.v[i];
+		if (!gm->in_function)
+			commit_graph(gm);
+	}
 	rc = 0;
 out:
 	for (size_t i = 0; i < st.memos.n; i++) {

@@ -2,11 +2,14 @@
  *
  * infer_model() walks the main graph and every subgraph in topological
  * order, calls each operator's inference function (src/ops, see op.h),
- * propagates small constant tensors through shape computations by running
- * kernels, and writes the result back into the model: complete value_info
- * for every intermediate tensor of every graph, and the types of graph
- * outputs where the model left them out. Nothing is written when the pass
- * fails.
+ * infers calls of model-local functions through their bodies (caller's
+ * attributes substituted for attribute references), propagates small
+ * constant tensors (initializers, Constant nodes, results) through shape
+ * computations by running kernels, and writes the result back into the
+ * model: complete value_info for every intermediate tensor of every graph,
+ * and the types of graph outputs where the model left them out. Nothing is
+ * written when the pass fails. Function bodies are never written to: they
+ * are shared by calls of different types.
  *
  * Dimension symbols are interned in a SymTab: two dims name the same symbol
  * exactly when their sym pointers are equal. Unknown dims get fresh symbols

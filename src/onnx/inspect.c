@@ -92,6 +92,7 @@ typedef struct ExtRef {
 	char *location;
 	size_t tensors;
 	uint64_t bytes;
+	uint64_t end;           /* the file size the references need */
 } ExtRef;
 
 typedef struct Summary {
@@ -150,14 +151,17 @@ static void add_ext(Summary *s, const Onnx__TensorProto *t, uint64_t bytes)
 	}
 	if (info.length >= 0)
 		bytes = (uint64_t)info.length;
+	uint64_t end = (uint64_t)info.offset + bytes;
 	for (size_t i = 0; i < s->next; i++)
 		if (!strcmp(s->ext[i].location, info.location)) {
 			s->ext[i].tensors++;
 			s->ext[i].bytes += bytes;
+			if (end > s->ext[i].end)
+				s->ext[i].end = end;
 			return;
 		}
 	s->ext = xreallocarray(s->ext, s->next + 1, sizeof *s->ext);
-	s->ext[s->next++] = (ExtRef){xstrdup(info.location), 1, bytes};
+	s->ext[s->next++] = (ExtRef){xstrdup(info.location), 1, bytes, end};
 }
 
 static void add_tensor(Summary *s, const Onnx__TensorProto *t)
@@ -436,6 +440,12 @@ static void print_text(const char *path, const Model *m, Summary *s)
 	printf("producer: %s%s%s\n", p->producer_name && *p->producer_name ? p->producer_name : "(none)",
 	       p->producer_version && *p->producer_version ? " " : "",
 	       p->producer_version ? p->producer_version : "");
+	if (p->n_metadata_props) {
+		printf("metadata: %zu\n", p->n_metadata_props);
+		for (size_t i = 0; i < p->n_metadata_props; i++)
+			printf("  %s: %s\n", p->metadata_props[i]->key ? p->metadata_props[i]->key : "",
+			       p->metadata_props[i]->value ? p->metadata_props[i]->value : "");
+	}
 	printf("opset:");
 	for (size_t i = 0; i < p->n_opset_import; i++)
 		printf("%s %s %lld", i ? "," : "", opset_domain(p->opset_import[i]->domain),
@@ -505,8 +515,9 @@ static void print_text(const char *path, const Model *m, Summary *s)
 			if (sz < 0)
 				printf("  %s: missing, %zu tensors\n", s->ext[i].location, s->ext[i].tensors);
 			else
-				printf("  %s: %lld bytes%s, %zu tensors\n", s->ext[i].location, (long long)sz,
-				       human((uint64_t)sz, hb, sizeof hb), s->ext[i].tensors);
+				printf("  %s: %lld bytes%s, %zu tensors%s\n", s->ext[i].location, (long long)sz,
+				       human((uint64_t)sz, hb, sizeof hb), s->ext[i].tensors,
+				       (uint64_t)sz < s->ext[i].end ? ", too short for them" : "");
 		}
 		if (s->bad_ext)
 			printf("  %zu tensors with malformed external_data\n", s->bad_ext);
@@ -523,6 +534,12 @@ static json_t *summary_json(const char *path, const Model *m, Summary *s)
 	json_object_set_new(o, "producer_name", jstr(p->producer_name ? p->producer_name : ""));
 	json_object_set_new(o, "producer_version",
 			    jstr(p->producer_version ? p->producer_version : ""));
+	json_t *meta = json_object();
+	for (size_t i = 0; i < p->n_metadata_props; i++)
+		if (p->metadata_props[i]->key)
+			json_object_set_new(meta, p->metadata_props[i]->key,
+					    jstr(p->metadata_props[i]->value ? p->metadata_props[i]->value : ""));
+	json_object_set_new(o, "metadata", meta);
 	json_t *ops = json_array();
 	for (size_t i = 0; i < p->n_opset_import; i++) {
 		json_t *e = json_object();
@@ -591,13 +608,19 @@ static json_t *summary_json(const char *path, const Model *m, Summary *s)
 		json_object_set_new(e, "size", sz < 0 ? json_null() : json_integer(sz));
 		json_object_set_new(e, "tensors", json_integer((json_int_t)s->ext[i].tensors));
 		json_object_set_new(e, "bytes", json_integer((json_int_t)s->ext[i].bytes));
+		json_object_set_new(e, "needed", json_integer((json_int_t)s->ext[i].end));
 		json_array_append_new(ext, e);
 	}
 	json_object_set_new(o, "external_data", ext);
 	return o;
 }
 
-static const char inspect_usage[] = "usage: quantmake inspect MODEL [--json]\n";
+static const char inspect_usage[] =
+	"usage: quantmake inspect MODEL [--json]\n"
+	"Summarize an ONNX model: IR version, opsets, producer, inputs and outputs\n"
+	"(symbolic dims by name, unknown ones as ?), operators over all subgraphs,\n"
+	"parameters by element type, node outputs without value_info, external data.\n"
+	"  --json   the same facts as JSON, keys in a fixed order\n";
 
 int cmd_inspect(int argc, char **argv)
 {

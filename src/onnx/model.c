@@ -5,7 +5,20 @@
  * model into a temporary file beside the target and renames it; external
  * data files are written the same way, before the model that names them.
  * While saving, tensors that move in or out of external data are modified
- * in place and restored afterwards, so the caller's Model is unchanged. */
+ * in place and restored afterwards, so the caller's Model is unchanged.
+ *
+ * External data that model_save writes holds the tensors in the order the
+ * model lists them, each at an offset aligned to 64 bytes (4096 for tensors
+ * of 64 KiB or more, so runtimes can map them); gaps are holes. When a model
+ * moves to another directory unchanged, each data file it references is
+ * rewritten with every referenced range at its old offset, so the model's
+ * own bytes stay the same and unreferenced ranges are not copied.
+ *
+ * Byte fidelity: protobuf-c writes fields in number order, repeated scalars
+ * as onnx.proto declares them and unknown fields last. A file encoded
+ * otherwise (packed dims from proto3 writers, unknown fields in between) is
+ * kept as loaded together with the hash of its protobuf-c encoding; while
+ * the model still encodes to that hash it is saved as the original bytes. */
 #include "onnx/model.h"
 
 #include <errno.h>
@@ -718,18 +731,18 @@ int model_tensor_bytes(Model *m, const Onnx__TensorProto *t, const void **data,
 	case DT_FLOAT:
 	case DT_COMPLEX64:
 		have = t->n_float_data * 4;
-		if (have == want)
+		if (have == want && want)
 			memcpy(buf, t->float_data, want);
 		break;
 	case DT_DOUBLE:
 	case DT_COMPLEX128:
 		have = t->n_double_data * 8;
-		if (have == want)
+		if (have == want && want)
 			memcpy(buf, t->double_data, want);
 		break;
 	case DT_INT64:
 		have = t->n_int64_data * 8;
-		if (have == want)
+		if (have == want && want)
 			memcpy(buf, t->int64_data, want);
 		break;
 	case DT_UINT32:

@@ -6,9 +6,10 @@
  * UN_* maps of elem.h with type-generic math, so float32 runs the float
  * functions (expf, tanhf, ...) and double the double ones. float16 and
  * bfloat16 are computed in float32. */
-/* FP exception flags are never read: let GCC if-convert and vectorize the
- * float loops (-ftrapping-math would keep their compares as branches) */
-#pragma GCC optimize("no-trapping-math")
+/* FP exception flags and errno are never read: let GCC if-convert, inline
+ * sqrt and vectorize the float loops (-ftrapping-math keeps compares as
+ * branches, -fmath-errno keeps sqrt a libm call) */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
 
 #include <float.h>
 #include <stdint.h>
@@ -28,7 +29,7 @@ typedef struct Act {
 typedef int (*ActKern)(const Onnx__NodeProto *n, const Act *p, const Tensor *x, Tensor *y);
 
 #define ACT(fn, cases) \
-static int fn(const Onnx__NodeProto *n, const Act *p, const Tensor *x, Tensor *y) \
+ELEM_CLONES static int fn(const Onnx__NodeProto *n, const Act *p, const Tensor *x, Tensor *y) \
 { \
 	switch (x->dtype) { \
 	cases \

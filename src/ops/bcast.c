@@ -17,6 +17,7 @@ int bcast_shape(const Onnx__NodeProto *n, int nin, const int *ranks,
 		if (ranks[k] > r)
 			r = ranks[k];
 	}
+	int64_t res[QM_MAX_RANK];  /* out may be one of the inputs */
 	for (int i = 0; i < r; i++) {
 		int64_t d = 1;
 		int from = -1;
@@ -39,8 +40,10 @@ int bcast_shape(const Onnx__NodeProto *n, int nin, const int *ranks,
 					     i, (long long)d, (long long)dk);
 			}
 		}
-		out[i] = d;
+		res[i] = d;
 	}
+	if (r)
+		memcpy(out, res, sizeof *out * (size_t)r);
 	*rank = r;
 	return 0;
 }

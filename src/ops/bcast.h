@@ -48,8 +48,8 @@ typedef struct BcastIter {
 } BcastIter;
 
 /* Result shape of broadcasting nin shapes (ranks[k], dims[k]) into *rank and
- * out (QM_MAX_RANK entries); -1 with op_error on node n (error() if n is NULL)
- * when two sizes differ and neither is 1. */
+ * out (QM_MAX_RANK entries, may be one of the inputs); -1 with op_error on
+ * node n (error() if n is NULL) when two sizes differ and neither is 1. */
 int bcast_shape(const Onnx__NodeProto *n, int nin, const int *ranks,
 		const int64_t *const *dims, int *rank, int64_t *out);
 /* bcast_shape() of the shapes of nin tensors */

@@ -8,9 +8,10 @@
  * (computed in uint64_t, never signed overflow); integer division by zero is
  * an error naming the node. Inference propagates shape data (symval) through
  * Add/Sub/Mul/Div of 1-D int64 tensors. */
-/* FP exception flags are never read: let GCC if-convert and vectorize the
- * float loops (-ftrapping-math would keep their compares as branches) */
-#pragma GCC optimize("no-trapping-math")
+/* FP exception flags and errno are never read: let GCC if-convert, inline
+ * sqrt and vectorize the float loops (-ftrapping-math keeps compares as
+ * branches, -fmath-errno keeps sqrt a libm call) */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,7 +31,7 @@
 typedef int (*BinKern)(const Onnx__NodeProto *n, const Tensor *A, const Tensor *B, Tensor *Y);
 
 #define BINARY(fn, cases) \
-static int fn(const Onnx__NodeProto *n, const Tensor *A, const Tensor *B, Tensor *Y) \
+ELEM_CLONES static int fn(const Onnx__NodeProto *n, const Tensor *A, const Tensor *B, Tensor *Y) \
 { \
 	switch (A->dtype) { \
 	cases \
@@ -56,7 +57,7 @@ BINARY(k_greater_equal, CMP_ALL(a >= b))
 BINARY(k_prelu, BIN_FLOAT(a < 0 ? a * b : a) BIN_SINT(a < 0 ? WRAP(*) : (uint64_t)a)
 	BIN_UINT(a))
 
-static int k_div(const Onnx__NodeProto *n, const Tensor *A, const Tensor *B, Tensor *Y)
+ELEM_CLONES static int k_div(const Onnx__NodeProto *n, const Tensor *A, const Tensor *B, Tensor *Y)
 {
 	int zero = 0;
 	switch (A->dtype) {

@@ -178,15 +178,12 @@ static int widen(const Onnx__NodeProto *n, int64_t opset, const Tensor *src, Ten
 	if (tensor_alloc(w, DT_FLOAT, src->rank, src->dims) < 0)
 		return -1;
 	float *d = w->data;
-	for (int64_t i = 0; i < src->numel; i++) {
-		if (is_f8(dt)) {
-			d[i] = f8_decode(dt, s[i]);
-		} else {
-			uint16_t h;
-			memcpy(&h, s + 2 * i, 2);
-			d[i] = dt == DT_FLOAT16 ? half_to_float(h) : bf16_to_float(h);
-		}
+	if (elem_is_half(dt)) {
+		elem_half_to_float(dt, s, d, src->numel);
+		return 0;
 	}
+	for (int64_t i = 0; i < src->numel; i++)
+		d[i] = f8_decode(dt, s[i]);
 	return 0;
 }
 
@@ -223,10 +220,7 @@ static void narrow(const Tensor *w, Tensor *dst, int saturate)
 			d[i] = f8_encode(dt, val, s[i], saturate);
 		return;
 	}
-	for (int64_t i = 0; i < w->numel; i++) {
-		uint16_t h = dt == DT_FLOAT16 ? float_to_half(s[i]) : float_to_bf16(s[i]);
-		memcpy(d + 2 * i, &h, 2);
-	}
+	elem_float_to_half(dt, s, d, w->numel);
 }
 
 static int cast_native(const Tensor *src, Tensor *dst)

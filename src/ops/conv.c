@@ -227,15 +227,19 @@ static void im2col8(void *arg, int64_t lo, int64_t hi)
 #define IM2COL_TILE_BYTES (512 * 1024)
 #endif
 
-/* y[n, m, :] = sum over the group's channels and kernel of w * x (no bias);
- * es 4: float with sgemm, es 8: double with dgemm */
-static void conv_gemm(const ConvShape *cs, const void *x, const void *w, void *y, size_t es)
+/* y[n, m, :] = bias[m] + sum over the group's channels and kernel of w * x;
+ * es 4: float with sgemm, es 8: double with dgemm (bias NULL: none; only
+ * float has one) */
+static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const float *bias, void *y, size_t es)
 {
 	int64_t cg = cs->C / cs->G, mg = cs->M / cs->G, kc = cg * cs->ksz;
 	int64_t ow_n = cs->out[2], rows = cs->out[0] * cs->out[1];
 	int pw = conv_pointwise(cs);
 	if (kc == 0) {
 		memset(y, 0, (size_t)(cs->N * cs->M * cs->osz) * es);
+		if (bias)
+			for (int64_t i = 0; i < cs->N * cs->M * cs->osz; i++)
+				((float *)y)[i] = bias[i / cs->osz % cs->M];
 		return;
 	}
 	/* output rows per tile: at least one, and at least 64 columns */
@@ -264,9 +268,18 @@ static void conv_gemm(const ConvShape *cs, const void *x, const void *w, void *y
 				if (T == 0)
 					continue;
 				void *yt = yg + (size_t)(r0 * ow_n) * es;
+				if (es == 4 && bias) {
+					/* start from the bias and let the GEMM accumulate */
+					for (int64_t m = 0; m < mg; m++) {
+						float bv = bias[g * mg + m], *yr = (float *)yt + m * cs->osz;
+						for (int64_t i = 0; i < T; i++)
+							yr[i] = bv;
+					}
+				}
 				if (es == 4)
 					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)T, (int)kc,
-						    1.0f, (const float *)wg, (int)kc, b, (int)T, 0.0f, yt, (int)cs->osz);
+						    1.0f, (const float *)wg, (int)kc, b, (int)T, bias ? 1.0f : 0.0f, yt,
+						    (int)cs->osz);
 				else
 					cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)T, (int)kc,
 						    1.0, (const double *)wg, (int)kc, b, (int)T, 0.0, yt, (int)cs->osz);
@@ -284,50 +297,50 @@ typedef struct DwArgs {
 	float *y;
 } DwArgs;
 
-/* y[i] += w * x[i] in 4-float vectors (GCC vector extensions: SSE on
- * x86-64 whatever -O level, generic code elsewhere) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define NN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define NN_CLONES
+#endif
+
+typedef float nn_v8 __attribute__((vector_size(32)));
 typedef float nn_v4 __attribute__((vector_size(16)));
 
-static inline void axpy_s1(float *restrict y, const float *restrict x, float w, int64_t n)
-{
-	nn_v4 wv = {w, w, w, w};
-	int64_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		nn_v4 a0, a1, b0, b1;
-		memcpy(&a0, x + i, 16);
-		memcpy(&a1, x + i + 4, 16);
-		memcpy(&b0, y + i, 16);
-		memcpy(&b1, y + i + 4, 16);
-		b0 += wv * a0;
-		b1 += wv * a1;
-		memcpy(y + i, &b0, 16);
-		memcpy(y + i + 4, &b1, 16);
-	}
-	for (; i < n; i++)
-		y[i] += w * x[i];
-}
-
-static void dw_rows(void *arg, int64_t lo, int64_t hi)
+/* Depthwise rows: for every output row the valid taps (kernel row, column)
+ * are listed as (input row, offset, weight); interior columns, where every
+ * tap is inside the image, accumulate all taps in registers eight columns
+ * at a time and store once; the few edge columns check bounds. Strided rows
+ * are split into phases first so that every tap reads contiguous memory. */
+NN_CLONES static void dw_rows(void *arg, int64_t lo, int64_t hi)
 {
 	const DwArgs *a = arg;
 	const ConvShape *cs = a->cs;
-	int64_t mg = cs->M / cs->G, kw_n = cs->k[2], st = cs->s[2], inw = cs->in[2];
+	int64_t mg = cs->M / cs->G, kw_n = cs->k[2], st = cs->s[2], inw = cs->in[2], ow_n = cs->out[2];
+	int64_t krows = cs->k[0] * cs->k[1], ntmax = krows * kw_n;
 	/* per kernel column: the output columns whose input is inside the row */
-	int64_t *olo = xmalloc(sizeof(int64_t) * 3 * (size_t)kw_n), *ohi = olo + kw_n, *off = ohi + kw_n;
+	int64_t *olo = xmalloc(sizeof(int64_t) * (size_t)(3 * kw_n + 2 * ntmax));
+	int64_t *ohi = olo + kw_n, *off = ohi + kw_n, *toff = off + kw_n, *tkw = toff + ntmax;
+	int64_t ilo = 0, ihi = ow_n;
 	for (int64_t kw = 0; kw < kw_n; kw++) {
 		int64_t iw0 = kw * cs->d[2] - cs->pb[2];
 		olo[kw] = iw0 >= 0 ? 0 : nn_ceildiv(-iw0, st);
 		ohi[kw] = inw - iw0 > 0 ? nn_ceildiv(inw - iw0, st) : 0;
-		if (ohi[kw] > cs->out[2])
-			ohi[kw] = cs->out[2];
+		if (ohi[kw] > ow_n)
+			ohi[kw] = ow_n;
 		if (olo[kw] > ohi[kw])
 			olo[kw] = ohi[kw];
 		off[kw] = iw0;
+		if (olo[kw] > ilo)
+			ilo = olo[kw];
+		if (ohi[kw] < ihi)
+			ihi = ohi[kw];
 	}
-	/* strided rows are split into st phases (columns p, p+st, ...) so that
-	 * every kernel column reads a contiguous run */
+	if (ilo > ihi)
+		ilo = ihi = 0;
+	const float **tsrc = xmalloc(sizeof(float *) * (size_t)(ntmax ? ntmax : 1));
+	float *tw = xmalloc(sizeof(float) * (size_t)(ntmax ? ntmax : 1));
 	int64_t plen = (inw + st - 1) / st;
-	float *ph = st > 1 ? xmalloc(sizeof(float) * (size_t)(st * plen + 1)) : NULL;
+	float *ph = st > 1 ? xmalloc(sizeof(float) * (size_t)(krows * st * plen + 1)) : NULL;
 	for (int64_t r = lo; r < hi; r++) {   /* r = n * M + m */
 		int64_t n = r / cs->M, m = r % cs->M, g = m / mg;
 		const float *xc = a->x + (n * cs->C + g) * cs->isz;
@@ -336,9 +349,8 @@ static void dw_rows(void *arg, int64_t lo, int64_t hi)
 		float bias = a->b ? a->b[m] : 0.0f;
 		for (int64_t od = 0; od < cs->out[0]; od++)
 		for (int64_t oh = 0; oh < cs->out[1]; oh++) {
-			float *yr = yo + (od * cs->out[1] + oh) * cs->out[2];
-			for (int64_t ow = 0; ow < cs->out[2]; ow++)
-				yr[ow] = bias;
+			float *yr = yo + (od * cs->out[1] + oh) * ow_n;
+			int64_t nt = 0, nrow = 0;
 			for (int64_t kd = 0; kd < cs->k[0]; kd++) {
 				int64_t id = od * cs->s[0] - cs->pb[0] + kd * cs->d[0];
 				if (id < 0 || id >= cs->in[0])
@@ -349,25 +361,96 @@ static void dw_rows(void *arg, int64_t lo, int64_t hi)
 						continue;
 					const float *xr = xc + (id * cs->in[1] + ih) * inw;
 					const float *wr = wk + (kd * cs->k[1] + kh) * kw_n;
-					if (ph)
+					float *prow = NULL;
+					if (ph) {
+						prow = ph + nrow++ * st * plen;
 						for (int64_t p = 0; p < st; p++) {
-							float *pp = ph + p * plen;
+							float *pp = prow + p * plen;
 							for (int64_t j = 0, iw = p; iw < inw; j++, iw += st)
 								pp[j] = xr[iw];
 						}
+					}
 					for (int64_t kw = 0; kw < kw_n; kw++) {
-						int64_t l = olo[kw], nn = ohi[kw] - l;
-						if (nn <= 0)
+						if (olo[kw] >= ohi[kw])
 							continue;
-						int64_t pos = off[kw] + l * st;   /* input column of output column l */
-						const float *xs = ph ? ph + (pos % st) * plen + pos / st : xr + pos;
-						axpy_s1(yr + l, xs, wr[kw], nn);
+						/* tsrc[t][toff[t] + ow] is the input of output column ow */
+						if (ph) {
+							int64_t ph_i = ((off[kw] % st) + st) % st;
+							tsrc[nt] = prow + ph_i * plen;
+							toff[nt] = nn_floordiv(off[kw], st);
+						} else {
+							tsrc[nt] = xr;
+							toff[nt] = off[kw];
+						}
+						tw[nt] = wr[kw];
+						tkw[nt] = kw;
+						nt++;
 					}
 				}
+			}
+			/* edge columns */
+			for (int64_t ow = 0; ow < ow_n; ow++) {
+				if (ow == ilo && ihi > ilo)
+					ow = ihi;
+				if (ow >= ow_n)
+					break;
+				float acc = bias;
+				for (int64_t t = 0; t < nt; t++)
+					if (ow >= olo[tkw[t]] && ow < ohi[tkw[t]])
+						acc += tw[t] * tsrc[t][toff[t] + ow];
+				yr[ow] = acc;
+			}
+			/* interior columns: four independent accumulators hide the
+			 * latency of the additions, then one, then scalars */
+			int64_t ow = ilo;
+			for (; ow + 32 <= ihi; ow += 32) {
+				nn_v8 a0 = {bias, bias, bias, bias, bias, bias, bias, bias}, a1 = a0, a2 = a0, a3 = a0;
+				for (int64_t t = 0; t < nt; t++) {
+					const float *sp = tsrc[t] + toff[t] + ow;
+					nn_v8 v0, v1, v2, v3, wv = {tw[t], tw[t], tw[t], tw[t], tw[t], tw[t], tw[t], tw[t]};
+					memcpy(&v0, sp, sizeof v0);
+					memcpy(&v1, sp + 8, sizeof v1);
+					memcpy(&v2, sp + 16, sizeof v2);
+					memcpy(&v3, sp + 24, sizeof v3);
+					a0 += wv * v0;
+					a1 += wv * v1;
+					a2 += wv * v2;
+					a3 += wv * v3;
+				}
+				memcpy(yr + ow, &a0, sizeof a0);
+				memcpy(yr + ow + 8, &a1, sizeof a1);
+				memcpy(yr + ow + 16, &a2, sizeof a2);
+				memcpy(yr + ow + 24, &a3, sizeof a3);
+			}
+			for (; ow + 8 <= ihi; ow += 8) {
+				nn_v8 acc = {bias, bias, bias, bias, bias, bias, bias, bias};
+				for (int64_t t = 0; t < nt; t++) {
+					nn_v8 v, wv = {tw[t], tw[t], tw[t], tw[t], tw[t], tw[t], tw[t], tw[t]};
+					memcpy(&v, tsrc[t] + toff[t] + ow, sizeof v);
+					acc += wv * v;
+				}
+				memcpy(yr + ow, &acc, sizeof acc);
+			}
+			for (; ow + 4 <= ihi; ow += 4) {
+				nn_v4 acc = {bias, bias, bias, bias};
+				for (int64_t t = 0; t < nt; t++) {
+					nn_v4 v, wv = {tw[t], tw[t], tw[t], tw[t]};
+					memcpy(&v, tsrc[t] + toff[t] + ow, sizeof v);
+					acc += wv * v;
+				}
+				memcpy(yr + ow, &acc, sizeof acc);
+			}
+			for (; ow < ihi; ow++) {
+				float acc = bias;
+				for (int64_t t = 0; t < nt; t++)
+					acc += tw[t] * tsrc[t][toff[t] + ow];
+				yr[ow] = acc;
 			}
 		}
 	}
 	free(ph);
+	free(tw);
+	free(tsrc);
 	free(olo);
 }
 
@@ -395,7 +478,7 @@ static int conv_run(RunCtx *c)
 		memcpy(wd, w->data, w->nbytes);
 		double *yd = c->out[0]->data;
 		if (c->out[0]->numel)
-			conv_gemm(&cs, xd, wd, yd, 8);
+			conv_gemm(&cs, xd, wd, NULL, yd, 8);
 		if (b)
 			for (int64_t n = 0; n < cs.N; n++)
 				for (int64_t m = 0; m < cs.M; m++) {
@@ -426,14 +509,7 @@ static int conv_run(RunCtx *c)
 		int thr = cs.N * cs.M * cs.osz * cs.ksz >= 65536 ? c->threads : 1;
 		nn_parallel(thr, cs.N * cs.M, dw_rows, &a);
 	} else {
-		conv_gemm(&cs, xf, wf, y, 4);
-		if (bf)
-			for (int64_t n = 0; n < cs.N; n++)
-				for (int64_t m = 0; m < cs.M; m++) {
-					float *yr = y + (n * cs.M + m) * cs.osz, bv = bf[m];
-					for (int64_t i = 0; i < cs.osz; i++)
-						yr[i] += bv;
-				}
+		conv_gemm(&cs, xf, wf, bf, y, 4);
 	}
 	nn_f32_done(c->out[0], ty);
 	free(tx);
@@ -723,7 +799,7 @@ static int qconv_acc(RunCtx *c, const Tensor *x, const Tensor *xzp, const Tensor
 	int64_t n = cs->N * cs->M * cs->osz;
 	*acc = xmalloc(sizeof(double) * (size_t)(n ? n : 1));
 	if (n)
-		conv_gemm(cs, xd, wd, *acc, 8);
+		conv_gemm(cs, xd, wd, NULL, *acc, 8);
 	free(xd);
 	free(wd);
 	return 0;

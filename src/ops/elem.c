@@ -17,18 +17,85 @@ int elem_native(int dt)
 	return elem_is_half(dt) ? DT_FLOAT : dt;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_F16C_PATH 1
+
+__attribute__((target("avx,f16c")))
+static int64_t h2f_f16c(const uint8_t *s, float *d, int64_t n)
+{
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + 2 * i))));
+	return i;
+}
+
+__attribute__((target("avx,f16c")))
+static int64_t f2h_f16c(const float *s, uint8_t *d, int64_t n)
+{
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(d + 2 * i),
+				 _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+	return i;
+}
+#endif
+
+void elem_half_to_float(int dt, const void *src, float *dst, int64_t n)
+{
+	const uint8_t *s = src;
+	int64_t i = 0;
+	if (dt == DT_BFLOAT16) {
+		for (; i < n; i++) {
+			uint16_t h;
+			memcpy(&h, s + 2 * i, 2);
+			uint32_t u = (uint32_t)h << 16;
+			memcpy(&dst[i], &u, 4);
+		}
+		return;
+	}
+#ifdef HAVE_F16C_PATH
+	if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"))
+		i = h2f_f16c(s, dst, n);
+#endif
+	for (; i < n; i++) {
+		uint16_t h;
+		memcpy(&h, s + 2 * i, 2);
+		dst[i] = half_to_float(h);
+	}
+}
+
+void elem_float_to_half(int dt, const float *src, void *dst, int64_t n)
+{
+	uint8_t *d = dst;
+	int64_t i = 0;
+	if (dt == DT_BFLOAT16) {
+		for (; i < n; i++) {
+			uint32_t u;
+			memcpy(&u, &src[i], 4);
+			/* round to nearest even; NaN stays a quiet NaN */
+			uint32_t r = (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
+			uint16_t h = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40) : (uint16_t)r;
+			memcpy(d + 2 * i, &h, 2);
+		}
+		return;
+	}
+#ifdef HAVE_F16C_PATH
+	if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"))
+		i = f2h_f16c(src, d, n);
+#endif
+	for (; i < n; i++) {
+		uint16_t h = float_to_half(src[i]);
+		memcpy(d + 2 * i, &h, 2);
+	}
+}
+
 /* float32 copy of a float16/bfloat16 tensor */
 static int widen(const Tensor *src, Tensor *dst)
 {
 	if (tensor_alloc(dst, DT_FLOAT, src->rank, src->dims) < 0)
 		return -1;
-	const uint8_t *s = src->data;
-	float *d = dst->data;
-	for (int64_t i = 0; i < src->numel; i++) {
-		uint16_t h;
-		memcpy(&h, s + 2 * i, 2);
-		d[i] = src->dtype == DT_FLOAT16 ? half_to_float(h) : bf16_to_float(h);
-	}
+	elem_half_to_float(src->dtype, src->data, dst->data, src->numel);
 	return 0;
 }
 
@@ -82,13 +149,7 @@ int eio_end(ElemIO *e, int rc)
 			continue;
 		if (rc == 0) {
 			Tensor *y = e->c->out[i];
-			const float *s = e->tout[i].data;
-			uint8_t *d = y->data;
-			for (int64_t k = 0; k < y->numel; k++) {
-				uint16_t h = e->half[i] == DT_FLOAT16 ? float_to_half(s[k])
-								       : float_to_bf16(s[k]);
-				memcpy(d + 2 * k, &h, 2);
-			}
+			elem_float_to_half(e->half[i], e->tout[i].data, y->data, y->numel);
 		}
 		tensor_free(&e->tout[i]);
 		e->half[i] = 0;

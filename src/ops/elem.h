@@ -1,5 +1,5 @@
 /* elem.h — helpers shared by the elementwise operator files (unary.c,
- * binary.c, variadic.c, activation.c, reduce.c, softmax.c, cast.c).
+ * binary.c, variadic.c, activation.c, reduce.c, softmax.c, cast.c, loss.c).
  *
  * Kernels are written once per type family with the X-macro lists below and
  * compute in a "native" type: float16, bfloat16 (and, for Cast, the float8
@@ -36,6 +36,15 @@
 
 /* Elementwise maps from tensor x to tensor y (same element count), the
  * element bound to v: UN_FLOAT(expr) etc. expand to switch cases. */
+/* Kernels with float loops get an AVX2 clone chosen when the program loads
+ * (GCC function multiversioning), besides the baseline x86-64 one. Both
+ * give the same bits: no FMA contraction in ISO C mode, same IEEE ops. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define ELEM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ELEM_CLONES
+#endif
+
 /* for (i = 0; i < n; i++) body, written as blocks of 16 so that GCC's -O2
  * (very cheap) vectorizer takes the loop; body sees int64_t i. The body must
  * not carry a dependence between iterations (ivdep: element i of the output
@@ -149,6 +158,10 @@ typedef struct ElemIO {
 int elem_is_half(int dt);
 /* the type kernels see for dt: float for float16/bfloat16, else dt */
 int elem_native(int dt);
+/* n float16/bfloat16 values (dt) at src, unaligned, to float32 and back
+ * (round to nearest even; F16C instructions where the CPU has them) */
+void elem_half_to_float(int dt, const void *src, float *dst, int64_t n);
+void elem_float_to_half(int dt, const float *src, void *dst, int64_t n);
 /* Prepare the inputs of c: half types widened to float32, misaligned data
  * copied. -1 on error (nothing to free). */
 int eio_begin(ElemIO *e, RunCtx *c);

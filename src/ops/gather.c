@@ -564,7 +564,7 @@ static int onehot_infer(InferCtx *c)
 		if (i != a)
 			y->dims[i] = ind->dims[k++];
 	if (depth->value && depth->value->numel == 1) {
-		int64_t d = (int64_t)tensor_get_f64(depth->value, 0);
+		int64_t d = elem_get_i64(depth->value->dtype, depth->value->data, 0);
 		if (d < 1)
 			return op_error(c->node, "depth must be positive, is %lld", (long long)d);
 		y->dims[a] = dim_known(d);
@@ -593,7 +593,7 @@ static int onehot_run(RunCtx *c)
 		return op_error(c->node, "result rank %d exceeds the supported %d", r, QM_MAX_RANK);
 	if (norm_axis(c->node, axis, r, &a) < 0)
 		return -1;
-	int64_t d = (int64_t)elem_get_f64(depth->dtype, depth->data, 0);
+	int64_t d = elem_get_i64(depth->dtype, depth->data, 0);
 	if (d < 1)
 		return op_error(c->node, "depth must be positive, is %lld", (long long)d);
 	for (int i = 0, k = 0; i < r; i++)
@@ -607,7 +607,7 @@ static int onehot_run(RunCtx *c)
 	int64_t outer = shape_numel((int)a, dims), inner = shape_numel(r - (int)a - 1, dims + a + 1);
 	for (int64_t i = 0; i < outer; i++)
 		for (int64_t j = 0; j < inner; j++) {
-			int64_t v = (int64_t)elem_get_f64(ind->dtype, ind->data, i * inner + j);
+			int64_t v = elem_get_i64(ind->dtype, ind->data, i * inner + j);
 			if (v < 0)
 				v += d;
 			if (v < 0 || v >= d)

@@ -455,6 +455,83 @@ static int gemm_run(RunCtx *c)
 	return 0;
 }
 
+/* ---- Det ---- */
+
+static int det_infer(InferCtx *c)
+{
+	const ValueType *x = nn_in(c, 0);
+	if (!x)
+		return -1;
+	ValueType *o = c->out[0];
+	vt_set_tensor(o, x->elem, x->rank >= 2 ? x->rank - 2 : -1);
+	if (x->rank < 0)
+		return 0;
+	if (x->rank < 2)
+		return op_error(c->node, "input must have rank 2 or more ([..., M, M]), got %d", x->rank);
+	Dim a = x->dims[x->rank - 2], b = x->dims[x->rank - 1];
+	if (a.v >= 0 && b.v >= 0 && a.v != b.v)
+		return op_error(c->node, "matrices must be square, got %lld x %lld", (long long)a.v, (long long)b.v);
+	for (int i = 0; i < x->rank - 2; i++)
+		o->dims[i] = x->dims[i];
+	return 0;
+}
+
+/* determinants by LU decomposition with partial pivoting, in double */
+static int det_run(RunCtx *c)
+{
+	const Tensor *x = c->in[0];
+	if (!nn_is_float(x->dtype))
+		return op_unsupported_type(c->node, c->opset, x->dtype);
+	if (x->rank < 2 || x->dims[x->rank - 2] != x->dims[x->rank - 1])
+		return op_error(c->node, "input must be square matrices [..., M, M]");
+	int64_t n = x->dims[x->rank - 1], count = 1;
+	for (int i = 0; i < x->rank - 2; i++)
+		count *= x->dims[i];
+	float *tx, *ty;
+	const float *xf = nn_f32_in(c, x, &tx);
+	float *y = xf ? nn_f32_out(c, 0, x->dtype, x->rank - 2, x->dims, &ty) : NULL;
+	if (!y) {
+		free(tx);
+		return -1;
+	}
+	double *a = xmalloc(sizeof(double) * (size_t)(n > 0 ? n * n : 1));
+	for (int64_t t = 0; t < count; t++) {
+		for (int64_t i = 0; i < n * n; i++)
+			a[i] = xf[t * n * n + i];
+		double det = 1;
+		for (int64_t k = 0; k < n && det != 0; k++) {
+			int64_t p = k;
+			for (int64_t i = k + 1; i < n; i++)
+				if (fabs(a[i * n + k]) > fabs(a[p * n + k]))
+					p = i;
+			if (a[p * n + k] == 0) {
+				det = 0;
+				break;
+			}
+			if (p != k) {
+				for (int64_t j = 0; j < n; j++) {
+					double v = a[k * n + j];
+					a[k * n + j] = a[p * n + j];
+					a[p * n + j] = v;
+				}
+				det = -det;
+			}
+			det *= a[k * n + k];
+			for (int64_t i = k + 1; i < n; i++) {
+				double f = a[i * n + k] / a[k * n + k];
+				for (int64_t j = k; j < n; j++)
+					a[i * n + j] -= f * a[k * n + j];
+			}
+		}
+		y[t] = (float)det;
+	}
+	free(a);
+	nn_f32_done(c->out[0], ty);
+	free(tx);
+	return 0;
+}
+
+OPERATOR(ai_onnx, Det, 11, det_infer, det_run)
 OPERATOR(ai_onnx, Gemm, 1, gemm_infer, gemm_run)
 OPERATOR(ai_onnx, MatMul, 1, matmul_infer, matmul_run)
 OPERATOR(ai_onnx, MatMulInteger, 10, matmulinteger_infer, matmulinteger_run)

@@ -310,10 +310,10 @@ static int seq_map_infer(InferCtx *c)
 	if (infer_subgraph(c, g, c->nin, pin, c->nout, bout) < 0)
 		goto out;
 	for (size_t i = 0; i < c->nout; i++) {
-		/* the body runs once per element: dims that depend on it may vary,
-		 * so only dims fixed by the body's declared or inferred type stay */
+		/* one element per element of the first input */
 		if (vt_wrap(c->out[i], VT_SEQUENCE, &bout[i]) < 0)
 			goto out;
+		vt_set_seq_len(c->out[i], vt_seq_len(c->in[0]));
 	}
 	ret = 0;
 out:

@@ -5,8 +5,9 @@
  * `axis`) or, since opset 21, per block (`block_size` consecutive elements of
  * `axis` share one). Quantization divides in float32, rounds half to even,
  * adds the zero point and saturates, for int8, uint8, int16, uint16, int32
- * and the packed 4-bit int4/uint4 (low nibble first). The float8 and float4
- * types are refused by name. */
+ * and the packed 4-bit int4/uint4 (low nibble first). The four float8
+ * types divide and round to the nearest float8 value (saturating unless
+ * saturate=0); float4 is refused by name. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,74 @@ static void q_range(int dt, double *lo, double *hi)
 	} else {
 		nn_int_range(dt, lo, hi);
 	}
+}
+
+/* ---- float8 (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ) ---- */
+
+static int q_f8_type(int dt)
+{
+	return dt == DT_FLOAT8E4M3FN || dt == DT_FLOAT8E4M3FNUZ || dt == DT_FLOAT8E5M2 || dt == DT_FLOAT8E5M2FNUZ;
+}
+
+/* the value of float8 code b of type dt (NaN for the NaN codes) */
+static float f8_decode(int dt, uint8_t b)
+{
+	int e5 = dt == DT_FLOAT8E5M2 || dt == DT_FLOAT8E5M2FNUZ, uz = dt == DT_FLOAT8E4M3FNUZ || dt == DT_FLOAT8E5M2FNUZ;
+	int mbits = e5 ? 2 : 3, bias = e5 ? (uz ? 16 : 15) : (uz ? 8 : 7);
+	int sign = b >> 7, e = (b >> mbits) & (e5 ? 0x1f : 0xf), m = b & ((1 << mbits) - 1);
+	if (uz && b == 0x80)
+		return NAN;
+	if (!uz && e5 && e == 0x1f)
+		return m ? NAN : (sign ? -INFINITY : INFINITY);
+	if (!uz && !e5 && e == 0xf && m == 7)
+		return NAN;
+	float v = e ? ldexpf(1.0f + (float)m / (float)(1 << mbits), e - bias)
+		    : ldexpf((float)m / (float)(1 << mbits), 1 - bias);
+	return sign ? -v : v;
+}
+
+/* float8 code of x: round to nearest, ties to even; out of range saturates
+ * to the largest finite value, or becomes NaN (Inf for E5M2) without
+ * saturate */
+static uint8_t f8_encode(int dt, float x, int saturate)
+{
+	int e5 = dt == DT_FLOAT8E5M2 || dt == DT_FLOAT8E5M2FNUZ, uz = dt == DT_FLOAT8E4M3FNUZ || dt == DT_FLOAT8E5M2FNUZ;
+	uint8_t nan = uz ? 0x80 : 0x7f;
+	if (isnan(x))
+		return nan;
+	uint8_t sign = signbit(x) ? 0x80 : 0;
+	float a = fabsf(x);
+	/* the largest finite positive code */
+	uint8_t maxc = e5 ? (uz ? 0x7f : 0x7b) : (uz ? 0x7f : 0x7e);
+	float maxv = f8_decode(dt, maxc);
+	if (a > maxv) {
+		float below = f8_decode(dt, (uint8_t)(maxc - 1)), bound = maxv + (maxv - below) / 2;
+		/* below the midpoint to the next (unrepresentable) step, or on it
+		 * with an even largest code: rounds to the largest value */
+		if (saturate || a < bound || (a == bound && !(maxc & 1)))
+			return (uint8_t)(sign | maxc);
+		if (e5 && !uz)
+			return (uint8_t)(sign | 0x7c);
+		return nan;
+	}
+	/* binary search for the largest code whose value is <= a */
+	int lo = 0, hi = maxc;
+	while (lo < hi) {
+		int mid = (lo + hi + 1) / 2;
+		if (f8_decode(dt, (uint8_t)mid) <= a)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	uint8_t c = (uint8_t)lo;
+	if (c < maxc) {
+		float v0 = f8_decode(dt, c), v1 = f8_decode(dt, (uint8_t)(c + 1));
+		if (a - v0 > v1 - a || (a - v0 == v1 - a && (c & 1)))
+			c++;
+	}
+	if (c == 0 && uz)
+		return 0;   /* no negative zero */
+	return (uint8_t)(sign | c);
 }
 
 /* Where the scale of each element is: per tensor, per axis or per block. */
@@ -126,6 +195,75 @@ static int q_unsupported(const Onnx__NodeProto *n, int64_t opset, int dt)
 	return op_unsupported_type(n, opset, dt);
 }
 
+/* ---- fast paths: float32 <-> 8/16-bit, per tensor or per axis ---- */
+
+/* round half to even for |v| < 2^22 (the default rounding mode does it);
+ * larger values are saturated by the callers anyway */
+static inline float round_small(float v)
+{
+	const float magic = 12582912.0f;   /* 1.5 * 2^23 */
+	return v >= 0 ? (v + magic) - magic : (v - magic) + magic;
+}
+
+#define QUANT_LOOP(T)                                                                     \
+	for (int64_t o = 0; o < l->outer; o++)                                            \
+		for (int64_t k = 0; k < l->len; k++) {                                    \
+			int64_t si = l->kind ? k : 0;                                     \
+			float sv = sf[si], z = zp ? (float)q_get(zp->dtype, zp->data, si) : 0.0f;  \
+			const float *xp = x + (o * l->len + k) * l->inner;                \
+			T *yp = (T *)y + (o * l->len + k) * l->inner;                     \
+			for (int64_t i = 0; i < l->inner; i++) {                          \
+				float v = round_small(xp[i] / sv) + z;                    \
+				v = v < lo ? lo : v > hi ? hi : v;                        \
+				yp[i] = (T)(v == v ? v : 0.0f);                           \
+			}                                                                 \
+		}
+
+/* quantize float32 x to an 8- or 16-bit type; 1 when not applicable */
+static int quantize_fast(int dt, const QLayout *l, const float *x, const float *sf, const Tensor *zp, void *y)
+{
+	double dlo, dhi;
+	if (l->kind == 2 || !nn_int_range(dt, &dlo, &dhi) || dtype_bits(dt) > 16)
+		return 1;
+	float lo = (float)dlo, hi = (float)dhi;
+	switch (dt) {
+	case DT_UINT8: QUANT_LOOP(uint8_t) break;
+	case DT_INT8: QUANT_LOOP(int8_t) break;
+	case DT_UINT16: QUANT_LOOP(uint16_t) break;
+	case DT_INT16: QUANT_LOOP(int16_t) break;
+	default: return 1;
+	}
+	return 0;
+}
+
+#define DEQUANT_LOOP(T)                                                                   \
+	for (int64_t o = 0; o < l->outer; o++)                                            \
+		for (int64_t k = 0; k < l->len; k++) {                                    \
+			int64_t si = l->kind ? k : 0;                                     \
+			float sv = sf[si];                                                \
+			int64_t z = zp ? q_get(zp->dtype, zp->data, si) : 0;              \
+			const T *xp = (const T *)x->data + (o * l->len + k) * l->inner;   \
+			float *yp = y + (o * l->len + k) * l->inner;                      \
+			for (int64_t i = 0; i < l->inner; i++)                            \
+				yp[i] = (float)((int64_t)xp[i] - z) * sv;                 \
+		}
+
+/* dequantize 8-, 16- and 32-bit integers to float32; 1 when not applicable */
+static int dequantize_fast(const QLayout *l, const Tensor *x, const float *sf, const Tensor *zp, float *y)
+{
+	if (l->kind == 2 || (uintptr_t)x->data % 4)
+		return 1;
+	switch (x->dtype) {
+	case DT_UINT8: DEQUANT_LOOP(uint8_t) break;
+	case DT_INT8: DEQUANT_LOOP(int8_t) break;
+	case DT_UINT16: DEQUANT_LOOP(uint16_t) break;
+	case DT_INT16: DEQUANT_LOOP(int16_t) break;
+	case DT_INT32: DEQUANT_LOOP(int32_t) break;
+	default: return 1;
+	}
+	return 0;
+}
+
 /* ---- QuantizeLinear ---- */
 
 static int quantize_out_type(const Onnx__NodeProto *n, int64_t opset, int zpdt, int *dt)
@@ -165,7 +303,7 @@ static int quantize_run(RunCtx *c)
 		return op_error(c->node, "input y_scale is required");
 	if (quantize_out_type(c->node, c->opset, zp ? zp->dtype : 0, &dt) < 0)
 		return -1;
-	if (!q_int_type(dt))
+	if (!q_int_type(dt) && !q_f8_type(dt))
 		return q_unsupported(c->node, c->opset, dt);
 	if (!nn_is_float(x->dtype) && x->dtype != DT_INT32)
 		return q_unsupported(c->node, c->opset, x->dtype);
@@ -176,9 +314,30 @@ static int quantize_run(RunCtx *c)
 	if (op_output(c, 0, dt, x->rank, x->dims) < 0)
 		return -1;
 	double lo, hi;
-	q_range(dt, &lo, &hi);
 	float *xf = nn_f32_copy(x), *sf = nn_f32_copy(sc);
 	void *y = c->out[0]->data;
+	if (q_f8_type(dt)) {
+		int64_t sat;
+		if (attr_int(c->node, "saturate", 1, &sat) < 0) {
+			free(xf);
+			free(sf);
+			return -1;
+		}
+		for (int64_t i = 0; i < x->numel; i++) {
+			int64_t si = q_sidx(&l, i);
+			float z = zp ? f8_decode(dt, ((const uint8_t *)zp->data)[si]) : 0.0f;
+			((uint8_t *)y)[i] = f8_encode(dt, xf[i] / sf[si] + z, sat != 0);
+		}
+		free(xf);
+		free(sf);
+		return 0;
+	}
+	if (quantize_fast(dt, &l, xf, sf, zp, y) == 0) {
+		free(xf);
+		free(sf);
+		return 0;
+	}
+	q_range(dt, &lo, &hi);
 	for (int64_t i = 0; i < x->numel; i++) {
 		int64_t si = q_sidx(&l, i);
 		float z = zp ? (float)q_get(zp->dtype, zp->data, si) : 0.0f;
@@ -223,7 +382,7 @@ static int dequantize_run(RunCtx *c)
 	QLayout l;
 	if (!sc)
 		return op_error(c->node, "input x_scale is required");
-	if (!q_int_type(x->dtype))
+	if (!q_int_type(x->dtype) && !q_f8_type(x->dtype))
 		return q_unsupported(c->node, c->opset, x->dtype);
 	if (zp && zp->dtype != x->dtype)
 		return op_error(c->node, "zero point has type %s, expected %s like the input",
@@ -240,8 +399,14 @@ static int dequantize_run(RunCtx *c)
 		free(sf);
 		return -1;
 	}
-	for (int64_t i = 0; i < x->numel; i++) {
+	int fast = dequantize_fast(&l, x, sf, zp, y) == 0;
+	for (int64_t i = 0; !fast && i < x->numel; i++) {
 		int64_t si = q_sidx(&l, i);
+		if (q_f8_type(x->dtype)) {
+			float z = zp ? f8_decode(zp->dtype, ((const uint8_t *)zp->data)[si]) : 0.0f;
+			y[i] = (f8_decode(x->dtype, ((const uint8_t *)x->data)[i]) - z) * sf[si];
+			continue;
+		}
 		int64_t z = zp ? q_get(zp->dtype, zp->data, si) : 0;
 		y[i] = (float)(q_get(x->dtype, x->data, i) - z) * sf[si];
 	}

@@ -306,7 +306,9 @@ static int run_reduce(RunCtx *c, int op)
 	if (c->nin < 1 || !c->in[0])
 		return op_error(c->node, "missing input 0");
 	int dt = c->in[0]->dtype, nt = elem_native(dt);
-	if (!is_float(nt) && !is_sint(nt) && !is_uint(nt))
+	/* bool max/min (any/all) run on the bytes as uint8 */
+	int as_u8 = dt == DT_BOOL && (op == R_MAX || op == R_MIN);
+	if (!is_float(nt) && !is_sint(nt) && !is_uint(nt) && !as_u8)
 		return op_unsupported_type(c->node, c->opset, dt);
 	if (red_attrs(c->node, c->opset, op, c->nin > 1 ? c->in[1] : NULL, c->nin > 1, &axes,
 		      &naxes, &keep, &noop) < 0)
@@ -315,7 +317,10 @@ static int run_reduce(RunCtx *c, int op)
 		free(axes);
 		return -1;
 	}
-	const Tensor *x = e.in[0];
+	Tensor xv = *e.in[0], yv;
+	if (as_u8)
+		xv.dtype = DT_UINT8;
+	const Tensor *x = &xv;
 	if (red_spec(c->node, axes, naxes, x->rank, keep, noop, &s) < 0)
 		goto out;
 	if (s.noop) {
@@ -352,7 +357,13 @@ static int run_reduce(RunCtx *c, int op)
 		rc = op_unsupported_type(c->node, c->opset, dt);
 		goto out;
 	}
-	red_store(op, acc, mx, n, count, y);
+	yv = *y;
+	if (as_u8)
+		yv.dtype = DT_UINT8;
+	red_store(op, acc, mx, n, count, &yv);
+	if (as_u8)  /* the identity of an empty min is 255: true */
+		for (int64_t i = 0; i < n; i++)
+			((uint8_t *)y->data)[i] = ((uint8_t *)y->data)[i] != 0;
 	rc = 0;
 out:
 	free(acc);

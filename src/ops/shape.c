@@ -1131,7 +1131,7 @@ static int split_infer(InferCtx *c)
 	int64_t axis, *split = NULL, n = 0;
 	if (attr_int(c->node, "axis", 0, &axis) < 0 || split_attr(c->node, c->opset, &split, &n) < 0)
 		return -1;
-	const ValueType *s = c->opset >= 2 && c->nin > 1 ? c->in[1] : NULL;
+	const ValueType *s = c->nin > 1 ? c->in[1] : NULL;   /* Split-1 and >= 13 */
 	if (s && !s->value) {
 		for (size_t i = 0; i < c->nout; i++)
 			vt_set_tensor(c->out[i], x->elem, x->rank);
@@ -1181,7 +1181,7 @@ static int split_run(RunCtx *c)
 	size_t es;
 	if (attr_int(c->node, "axis", 0, &axis) < 0 || split_attr(c->node, c->opset, &split, &n) < 0)
 		return -1;
-	if (c->opset >= 2 && c->nin > 1 && c->in[1]) {
+	if (c->nin > 1 && c->in[1]) {
 		free(split);
 		if (op_tensor_ints(c->node, c->in[1], "split", &split, &n) < 0)
 			return -1;
@@ -1621,51 +1621,95 @@ sparse_out:
 	return op_error(n, "unknown value attribute '%s'", nm);
 }
 
+/* the type a Constant produces, read from its attribute without copying the
+ * data (the pass folds small constants into values by running the kernel) */
 static int constant_infer(InferCtx *c)
 {
 	const Onnx__NodeProto *n = c->node;
 	ValueType *y = c->out[0];
-	/* string constants have a type even though no kernel can hold them */
-	const Onnx__AttributeProto *a;
-	if ((a = node_attr(n, "value_string"))) {
-		vt_set_tensor(y, DT_STRING, 0);
+	const Onnx__AttributeProto *a = NULL;
+	int found = 0;
+	for (size_t i = 0; i < n->n_attribute; i++) {
+		const char *nm = n->attribute[i]->name;
+		if (nm && (!strcmp(nm, "value") || !strncmp(nm, "value_", 6) ||
+			   !strcmp(nm, "sparse_value"))) {
+			a = n->attribute[i];
+			found++;
+		}
+	}
+	if (found != 1)
+		return op_error(n, "exactly one value attribute is required, found %d", found);
+	const char *nm = a->name;
+	const Onnx__TensorProto *t = NULL;
+	const int64_t *dims = NULL;
+	size_t rank = 0;
+	int elem;
+	if (!strcmp(nm, "value")) {
+		if (attr_tensor(n, nm, &t) < 0)
+			return -1;
+		if (!t)
+			return op_error(n, "attribute 'value' holds no tensor");
+		elem = t->has_data_type ? t->data_type : 0;
+		dims = t->dims;
+		rank = t->n_dims;
+	} else if (!strcmp(nm, "sparse_value")) {
+		if (!a->sparse_tensor || !a->sparse_tensor->values)
+			return op_error(n, "sparse_value lacks values");
+		t = a->sparse_tensor->values;
+		elem = t->has_data_type ? t->data_type : 0;
+		dims = a->sparse_tensor->dims;
+		rank = a->sparse_tensor->n_dims;
+	} else if (!strcmp(nm, "value_float") || !strcmp(nm, "value_int") || !strcmp(nm, "value_string")) {
+		elem = nm[6] == 'f' ? DT_FLOAT : nm[6] == 'i' ? DT_INT64 : DT_STRING;
+	} else if (!strcmp(nm, "value_floats") || !strcmp(nm, "value_ints") || !strcmp(nm, "value_strings")) {
+		elem = nm[6] == 'f' ? DT_FLOAT : nm[6] == 'i' ? DT_INT64 : DT_STRING;
+		vt_set_tensor(y, elem, 1);
+		y->dims[0] = dim_known((int64_t)(elem == DT_FLOAT ? a->n_floats :
+						 elem == DT_INT64 ? a->n_ints : a->n_strings));
 		return 0;
-	}
-	if ((a = node_attr(n, "value_strings"))) {
-		vt_set_tensor(y, DT_STRING, 1);
-		y->dims[0] = dim_known((int64_t)a->n_strings);
-		return 0;
-	}
-	if ((a = node_attr(n, "value")) && a->t &&
-	    ((a->t->has_data_type && a->t->data_type == DT_STRING) ||
-	     (a->t->has_data_location &&
-	      a->t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL))) {
-		if (a->t->n_dims > QM_MAX_RANK)
-			return op_error(n, "value has rank %zu", a->t->n_dims);
-		vt_set_tensor(y, a->t->data_type, (int)a->t->n_dims);
-		for (size_t i = 0; i < a->t->n_dims; i++)
-			y->dims[i] = dim_known(a->t->dims[i]);
-		return 0;
-	}
-	Tensor *t = xcalloc(1, sizeof *t);
-	if (constant_tensor(n, c->opset, t) < 0) {
-		free(t);
-		return -1;
-	}
-	vt_set_tensor(y, t->dtype, t->rank);
-	for (int i = 0; i < t->rank; i++)
-		y->dims[i] = dim_known(t->dims[i]);
-	if (t->numel <= INT16_MAX) {
-		y->value = t;
 	} else {
-		tensor_free(t);
-		free(t);
+		return op_error(n, "unknown value attribute '%s'", nm);
+	}
+	if (rank > QM_MAX_RANK)
+		return op_error(n, "%s has rank %zu, more than the supported %d", nm, rank, QM_MAX_RANK);
+	if (elem <= 0 || elem >= DT_MAX)
+		return op_error(n, "%s has unknown element type %d", nm, elem);
+	vt_set_tensor(y, elem, (int)rank);
+	for (size_t i = 0; i < rank; i++) {
+		if (dims[i] < 0)
+			return op_error(n, "%s has a negative dimension", nm);
+		y->dims[i] = dim_known(dims[i]);
 	}
 	return 0;
 }
 
 static int constant_run(RunCtx *c)
 {
+	const Onnx__AttributeProto *a = node_attr(c->node, "value");
+	if (a && a->t && c->node->n_attribute == 1) {
+		/* the common case, straight from the attribute's bytes: one copy */
+		const Onnx__TensorProto *p = a->t;
+		const void *data;
+		size_t len;
+		int owned;
+		if (p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+			return op_error(c->node, "a value attribute with external data is not supported");
+		if (p->has_data_type && (p->data_type == DT_STRING || dtype_bits(p->data_type) == 0))
+			return op_unsupported_type(c->node, c->opset, p->data_type);
+		if (p->n_dims > QM_MAX_RANK)
+			return op_error(c->node, "value has rank %zu, more than the supported %d", p->n_dims,
+					QM_MAX_RANK);
+		if (model_tensor_bytes(NULL, p, &data, &len, &owned) < 0)
+			return -1;
+		int r = op_output(c, 0, p->data_type, (int)p->n_dims, p->dims);
+		if (r == 0 && len != c->out[0]->nbytes)
+			r = op_error(c->node, "value holds %zu bytes, expected %zu", len, c->out[0]->nbytes);
+		if (r == 0 && len)
+			memcpy(c->out[0]->data, data, len);
+		if (owned)
+			free((void *)data);
+		return r;
+	}
 	Tensor t;
 	if (constant_tensor(c->node, c->opset, &t) < 0)
 		return -1;

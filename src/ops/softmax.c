@@ -6,7 +6,7 @@
  * kernel over (outer, d, inner) blocks; inner is 1 for the common last-axis
  * case, a contiguous row. Rows are shifted by their maximum for stability. */
 /* FP exception flags are never read: let GCC vectorize the float loops */
-#pragma GCC optimize("no-trapping-math")
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,40 +22,119 @@ enum { SM_SOFTMAX, SM_LOGSOFTMAX, SM_HARDMAX };
 /* exp in the row's type: the fast float32 one for float */
 #define SM_EXP(v) _Generic((v), float: qm_expf((float)(v)), default: exp((double)(v)))
 
+/* softmax / log-softmax of one contiguous row: maximum and sum kept in 16
+ * lanes so the loops vectorize (a fixed order: deterministic) */
+#define SOFTMAX_CONTIG(T) { \
+	const T *restrict rr = r; \
+	T *restrict ww = w; \
+	T l16[16]; \
+	int64_t k_ = 0; \
+	for (int j = 0; j < 16; j++) \
+		l16[j] = rr[0]; \
+	for (; k_ + 16 <= d; k_ += 16) \
+		for (int j = 0; j < 16; j++) \
+			l16[j] = rr[k_ + j] > l16[j] ? rr[k_ + j] : l16[j]; \
+	T cm = l16[0]; \
+	for (int j = 1; j < 16; j++) \
+		cm = l16[j] > cm ? l16[j] : cm; \
+	for (; k_ < d; k_++) \
+		cm = rr[k_] > cm ? rr[k_] : cm; \
+	if (isinf(cm)) \
+		cm = 0; \
+	EL_BLOCKED(d, ww[i] = SM_EXP(rr[i] - cm);) \
+	for (int j = 0; j < 16; j++) \
+		l16[j] = 0; \
+	for (k_ = 0; k_ + 16 <= d; k_ += 16) \
+		for (int j = 0; j < 16; j++) \
+			l16[j] += ww[k_ + j]; \
+	double sum = 0; \
+	for (int j = 0; j < 16; j++) \
+		sum += l16[j]; \
+	for (; k_ < d; k_++) \
+		sum += ww[k_]; \
+	if (op == SM_SOFTMAX) { \
+		T inv = (T)(1 / sum); \
+		EL_BLOCKED(d, ww[i] *= inv;) \
+	} else { \
+		T lse = (T)(log(sum) + cm); \
+		EL_BLOCKED(d, ww[i] = rr[i] - lse;) \
+	} \
+}
+
 /* one row of d elements, stride inner, from r into w */
 #define SOFTMAX_ROW(T) { \
-	T mx = r[0]; \
-	int64_t arg = 0; \
-	for (int64_t j = 1; j < d; j++) \
-		if (r[j * inner] > mx) { \
-			mx = r[j * inner]; \
-			arg = j; \
-		} \
-	if (op == SM_HARDMAX) { \
-		for (int64_t j = 0; j < d; j++) \
-			w[j * inner] = j == arg; \
-	} else { \
-		if (isinf(mx)) \
-			mx = 0; \
-		if (inner == 1) { \
-			const T *restrict rr = r; \
-			T *restrict ww = w; \
-			EL_BLOCKED(d, ww[i] = SM_EXP(rr[i] - mx);) \
+	if (op != SM_HARDMAX && inner == 1) \
+		SOFTMAX_CONTIG(T) \
+	else { \
+		T mx = r[0]; \
+		int64_t arg = 0; \
+		for (int64_t j = 1; j < d; j++) \
+			if (r[j * inner] > mx) { \
+				mx = r[j * inner]; \
+				arg = j; \
+			} \
+		if (op == SM_HARDMAX) { \
+			for (int64_t j = 0; j < d; j++) \
+				w[j * inner] = j == arg; \
 		} else { \
+			if (isinf(mx)) \
+				mx = 0; \
 			for (int64_t j = 0; j < d; j++) \
 				w[j * inner] = SM_EXP(r[j * inner] - mx); \
+			double sum = 0; \
+			for (int64_t j = 0; j < d; j++) \
+				sum += w[j * inner]; \
+			if (op == SM_SOFTMAX) { \
+				T inv = (T)(1 / sum); \
+				for (int64_t j = 0; j < d; j++) \
+					w[j * inner] *= inv; \
+			} else { \
+				T lse = (T)(log(sum) + mx); \
+				for (int64_t j = 0; j < d; j++) \
+					w[j * inner] = r[j * inner] - lse; \
+			} \
 		} \
-		double sum = 0; \
-		for (int64_t j = 0; j < d; j++) \
-			sum += w[j * inner]; \
-		if (op == SM_SOFTMAX) { \
-			T inv = (T)(1 / sum); \
-			for (int64_t j = 0; j < d; j++) \
-				w[j * inner] *= inv; \
-		} else { \
-			T lse = (T)(log(sum) + mx); \
-			for (int64_t j = 0; j < d; j++) \
-				w[j * inner] = r[j * inner] - lse; \
+	} \
+}
+
+/* softmax / log-softmax of a block [d][inner] along d, all inner columns
+ * at once so every loop runs over contiguous memory; mxs and sums hold
+ * inner values each */
+#define SOFTMAX_COLS(T) { \
+	const T *rb = px + o * d * inner; \
+	T *wb = py + o * d * inner; \
+	T *restrict cmx = mxs; \
+	T *restrict csum = sums; \
+	for (int64_t k = 0; k < inner; k++) \
+		cmx[k] = rb[k]; \
+	for (int64_t j = 1; j < d; j++) { \
+		const T *restrict rj = rb + j * inner; \
+		EL_BLOCKED(inner, cmx[i] = rj[i] > cmx[i] ? rj[i] : cmx[i];) \
+	} \
+	for (int64_t k = 0; k < inner; k++) { \
+		if (isinf(cmx[k])) \
+			cmx[k] = 0; \
+		csum[k] = 0; \
+	} \
+	for (int64_t j = 0; j < d; j++) { \
+		const T *restrict rj = rb + j * inner; \
+		T *restrict wj = wb + j * inner; \
+		EL_BLOCKED(inner, wj[i] = SM_EXP(rj[i] - cmx[i]); csum[i] += wj[i];) \
+	} \
+	if (op == SM_SOFTMAX) { \
+		for (int64_t k = 0; k < inner; k++) \
+			csum[k] = 1 / csum[k]; \
+		for (int64_t j = 0; j < d; j++) { \
+			T *restrict wj = wb + j * inner; \
+			EL_BLOCKED(inner, wj[i] *= csum[i];) \
+		} \
+	} else { \
+		for (int64_t k = 0; k < inner; k++) \
+			csum[k] = log(csum[k]) + cmx[k]; \
+		for (int64_t j = 0; j < d; j++) { \
+			const T *restrict rj = rb + j * inner; \
+			T *restrict wj = wb + j * inner; \
+			EL_BLOCKED(inner, wj[i] = rj[i] - csum[i];) \
 		} \
 	} \
 }
@@ -63,13 +142,24 @@ enum { SM_SOFTMAX, SM_LOGSOFTMAX, SM_HARDMAX };
 #define SOFTMAX_CASE(DT, T) case DT: { \
 	const T *px = x->data; \
 	T *py = y->data; \
+	T *mxs = NULL, *sums = NULL; \
+	if (inner > 1 && op != SM_HARDMAX) { \
+		mxs = xmalloc(sizeof *mxs * (size_t)inner); \
+		sums = xmalloc(sizeof *sums * (size_t)inner); \
+	} \
 	for (int64_t o = lo; o < hi; o++) { \
+		if (mxs) { \
+			SOFTMAX_COLS(T) \
+			continue; \
+		} \
 		for (int64_t k = 0; k < inner; k++) { \
 			const T *r = px + o * d * inner + k; \
 			T *w = py + o * d * inner + k; \
 			SOFTMAX_ROW(T) \
 		} \
 	} \
+	free(mxs); \
+	free(sums); \
 } break;
 
 typedef struct SmJob {
@@ -80,7 +170,7 @@ typedef struct SmJob {
 } SmJob;
 
 /* outer blocks [lo, hi); -1 for an unsupported type */
-static int softmax_part(void *p, int64_t lo, int64_t hi)
+ELEM_CLONES static int softmax_part(void *p, int64_t lo, int64_t hi)
 {
 	SmJob *sj = p;
 	const Tensor *x = sj->x;

@@ -6,9 +6,10 @@
  * written once (UN_LOOP) and the math is type-generic (<tgmath.h>), so float
  * and double share one expression. float16/bfloat16 are computed in float32
  * (elem.h). */
-/* FP exception flags are never read: let GCC if-convert and vectorize the
- * float loops (-ftrapping-math would keep their compares as branches) */
-#pragma GCC optimize("no-trapping-math")
+/* FP exception flags and errno are never read: let GCC if-convert, inline
+ * sqrt and vectorize the float loops (-ftrapping-math keeps compares as
+ * branches, -fmath-errno keeps sqrt a libm call) */
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
 
 #include <stdint.h>
 #include <tgmath.h>
@@ -21,7 +22,7 @@
 typedef int (*UnKern)(const Onnx__NodeProto *n, const Tensor *x, Tensor *y);
 
 #define UNARY(fn, cases) \
-static int fn(const Onnx__NodeProto *n, const Tensor *x, Tensor *y) \
+ELEM_CLONES static int fn(const Onnx__NodeProto *n, const Tensor *x, Tensor *y) \
 { \
 	switch (x->dtype) { \
 	cases \

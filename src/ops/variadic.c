@@ -4,6 +4,7 @@
  * then each further input is folded in place with the binary maps of elem.h.
  * Min and Max propagate NaN as numpy's minimum/maximum do; integer sums wrap. */
 #include <stdint.h>
+#include <string.h>
 #include <tgmath.h>
 
 #include "ops/bcast.h"
@@ -14,7 +15,7 @@
 enum { V_MIN, V_MAX, V_SUM, V_MEAN };
 
 /* Y = f(Y, B); -1 when the type is not supported */
-static int fold(int op, Tensor *Y, const Tensor *B)
+ELEM_CLONES static int fold(int op, Tensor *Y, const Tensor *B)
 {
 	const Tensor *A = Y;
 	switch (op) {
@@ -80,8 +81,10 @@ static int run_variadic(RunCtx *c, int op)
 	for (size_t k = 0; k < e.nin; k++) {
 		if (!e.in[k])
 			continue;
+		int64_t prev[QM_MAX_RANK];
+		memcpy(prev, dims, sizeof prev);
 		int ranks[2] = {rank, e.in[k]->rank};
-		const int64_t *dv[2] = {dims, e.in[k]->dims};
+		const int64_t *dv[2] = {prev, e.in[k]->dims};
 		if (bcast_shape(c->node, 2, ranks, dv, &rank, dims) < 0)
 			return eio_end(&e, -1);
 	}

@@ -67,6 +67,12 @@ static int setup_format(struct archive *a, const char *format, const char *path)
 			r = archive_write_add_filter_zstd(a);
 		}
 	}
+	/* write in 1 MiB blocks and never pad the last one: the bytes are
+	 * the same as with any block size */
+	if (r == ARCHIVE_OK)
+		r = archive_write_set_bytes_per_block(a, 1 << 20);
+	if (r == ARCHIVE_OK)
+		r = archive_write_set_bytes_in_last_block(a, 1);
 	if (r != ARCHIVE_OK)
 		return aerr(a, format, path);
 	return 0;

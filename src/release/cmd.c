@@ -14,6 +14,7 @@
  *   PATH                 each of `files`, at its project-relative path */
 #include <glob.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,6 +266,8 @@ static int inside(const char *root, const char *path)
 	return !strncmp(rr, pr, n) && (pr[n] == '/' || pr[n] == 0);
 }
 
+/* add the files of the release; 0, -2 when a pattern matches nothing (a
+ * rule-input error), -1 on other errors (error() says which) */
 static int add_globs(Project *p, const Section *r, EntryList *l, PtrVec *deps)
 {
 	const KV *kv = sec_find(r, "files");
@@ -279,7 +282,8 @@ static int add_globs(Project *p, const Section *r, EntryList *l, PtrVec *deps)
 		glob_t g;
 		int gr = glob(pat, 0, NULL, &g);
 		if (gr == GLOB_NOMATCH) {
-			ret = error("%s: files '%s' matches no file", what, pat);
+			error("%s: files '%s' matches no file", what, pat);
+			ret = -2;
 			continue;
 		}
 		if (gr != 0) {
@@ -320,6 +324,7 @@ typedef struct Ctx {
 	BuildLog *log;
 	const Stamp *stamp;
 	int64_t mtime;
+	PtrVec written;       /* archives written by this run */
 } Ctx;
 
 static int add_model(Ctx *c, const Section *r, const char *target, EntryList *l, json_t *models,
@@ -408,7 +413,8 @@ static json_t *git_json(const Stamp *s, PtrVec *deps)
 	json_object_set_new(g, "dirty", s->in_git ? json_boolean(s->dirty) : json_null());
 	json_object_set_new(g, "commit_time", json_integer(s->commit_time));
 	json_t *mod = json_array();
-	qsort(deps->v, deps->n, sizeof *deps->v, cmpstrp);
+	if (deps->n)
+		qsort(deps->v, deps->n, sizeof *deps->v, cmpstrp);
 	for (size_t i = 0; i < deps->n; i++)
 		for (size_t j = 0; j < s->nmodified; j++)
 			if (!strcmp(deps->v[i], s->modified[j]))
@@ -417,6 +423,7 @@ static json_t *git_json(const Stamp *s, PtrVec *deps)
 	return g;
 }
 
+/* 0, 1 after an error of the work, 2 after a rule-input error (error()) */
 static int do_release(Ctx *c, const Section *r)
 {
 	char *base = NULL, *path = NULL;
@@ -424,20 +431,34 @@ static int do_release(Ctx *c, const Section *r)
 	PtrVec deps = {0}, targets = {0};
 	StampProps props;
 	json_t *man = json_object(), *models = json_object(), *files = json_object();
-	int ret = -1;
+	int ret = 1;
 	stamp_props(c->stamp, r->name, &props);
 	const char *fmt = sec_get(r, "format") ? sec_get(r, "format") : "tar.gz";
-	if (expand_name(r, c->stamp, &base) < 0)
+	if (expand_name(r, c->stamp, &base) < 0) {
+		ret = 2;
 		goto out;
+	}
 	path = xasprintf("dist/%s.%s", base, archive_ext(fmt));
+	for (size_t i = 0; i < c->written.n; i++)
+		if (!strcmp(c->written.v[i], path)) {
+			const KV *kv = sec_find(r, "name");
+			error("%s:%d: release '%s' would write '%s' again (another release made it): give it its own name",
+			      kv ? kv->file : r->file, kv ? kv->line : r->line, r->name, path);
+			ret = 2;
+			goto out;
+		}
 	for (size_t i = 0; i < c->p->nfiles; i++)
 		add_dep(&deps, c->p->files[i]);
 	split_words(sec_get(r, "models"), &targets);
 	for (size_t i = 0; i < targets.n; i++)
-		if (add_model(c, r, targets.v[i], &l, models, &props, &deps) < 0)
+		if (!json_object_get(models, targets.v[i]) &&
+		    add_model(c, r, targets.v[i], &l, models, &props, &deps) < 0)
 			goto out;
-	if (add_globs(c->p, r, &l, &deps) < 0)
+	int gr = add_globs(c->p, r, &l, &deps);
+	if (gr != 0) {
+		ret = gr == -2 ? 2 : 1;
 		goto out;
+	}
 	if (entry_find(&l, "MANIFEST.json")) {
 		error("release '%s': a file called MANIFEST.json would replace the manifest", r->name);
 		goto out;
@@ -504,8 +525,11 @@ static int do_release(Ctx *c, const Section *r)
 	struct stat st;
 	printf("release %s: %s (%zu files, %lld bytes packed into %lld)\n", r->name, path, nf, (long long)bytes,
 	       stat(path, &st) == 0 ? (long long)st.st_size : -1LL);
+	pv_push(&c->written, xstrdup(path));
 	ret = 0;
 out:
+	if (ret)
+		fprintf(stderr, "%s: %s\n", argv0, errmsg());
 	json_decref(man);
 	json_decref(models);
 	json_decref(files);
@@ -618,7 +642,11 @@ int cmd_release(Project *p, const BuildOpts *o, int argc, char **argv)
 	}
 	status = build_run(p, o, (int)targets.n, (char **)targets.v);
 	free_words(&targets);
-	if (status != 0 || o->dry_run) {
+	/* the build's signal handlers only serve its own loop */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	if (status != 0) {
 		free(rel);
 		return status;
 	}
@@ -649,6 +677,23 @@ int cmd_release(Project *p, const BuildOpts *o, int argc, char **argv)
 		status = 1;
 	}
 	free(why);
+	if (status == 0 && o->dry_run) {
+		/* -n: name the archives, write nothing */
+		for (size_t i = 0; status == 0 && i < nrel; i++) {
+			char *base;
+			const char *fmt = sec_get(rel[i], "format") ? sec_get(rel[i], "format") : "tar.gz";
+			if (expand_name(rel[i], &s, &base) < 0) {
+				fprintf(stderr, "%s: %s\n", argv0, errmsg());
+				status = 2;
+				break;
+			}
+			printf("would write dist/%s.%s\n", base, archive_ext(fmt));
+			free(base);
+		}
+		stamp_free(&s);
+		free(rel);
+		return status;
+	}
 	if (status == 0 && !have_epoch)
 		mtime = s.commit_time;
 	char *logpath = xasprintf("%s/.quantmake/log", o->build_dir);
@@ -656,10 +701,8 @@ int cmd_release(Project *p, const BuildOpts *o, int argc, char **argv)
 	free(logpath);
 	Ctx c = {.p = p, .o = o, .log = log, .stamp = &s, .mtime = mtime};
 	for (size_t i = 0; status == 0 && i < nrel; i++)
-		if (do_release(&c, rel[i]) < 0) {
-			fprintf(stderr, "%s: %s\n", argv0, errmsg());
-			status = strstr(errmsg(), "matches no file") || strstr(errmsg(), "unknown placeholder") ? 2 : 1;
-		}
+		status = do_release(&c, rel[i]);
+	free_words(&c.written);
 	if (log)
 		buildlog_close(log);
 	stamp_free(&s);

@@ -50,7 +50,8 @@ static int cmpent(const void *a, const void *b)
 
 void entries_sort(EntryList *l)
 {
-	qsort(l->v, l->n, sizeof *l->v, cmpent);
+	if (l->n)
+		qsort(l->v, l->n, sizeof *l->v, cmpent);
 }
 
 void entries_free(EntryList *l)

@@ -83,8 +83,8 @@ void sha_end(void *st, uint8_t out[32]);
 /* lower-case hex of a SHA-256 digest (65 bytes with the NUL) */
 char *sha256_hex(const uint8_t sha[32], char out[65]);
 
-/* Stamp keys written into a released model's metadata_props: NULL-terminated
- * parallel arrays of keys and values (malloc'd values). */
+/* Stamp written into a released model's metadata_props: n keys (static
+ * strings) and their values (malloc'd). */
 typedef struct StampProps {
 	const char *key[8];
 	char *val[8];

@@ -76,7 +76,8 @@ static int read_status(git_repository *repo, const char *prefix, Stamp *s)
 			pv_push(&mod, xstrdup(path + plen));
 	}
 	git_status_list_free(st);
-	qsort(mod.v, mod.n, sizeof *mod.v, cmpstr);
+	if (mod.n)
+		qsort(mod.v, mod.n, sizeof *mod.v, cmpstr);
 	s->modified = (char **)mod.v;
 	s->nmodified = mod.n;
 	return 0;

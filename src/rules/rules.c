@@ -437,7 +437,8 @@ int rules_load(const char *root, const char *file, Project **out)
 					pv_push(&names, xstrdup(e->d_name));
 			}
 			closedir(d);
-			qsort(names.v, names.n, sizeof *names.v, cmpstr);
+			if (names.n > 1)
+				qsort(names.v, names.n, sizeof *names.v, cmpstr);
 			if (!names.n)
 				r = error("no rule files: '%s' holds no *.rules file", dir);
 			for (size_t i = 0; i < names.n; i++) {

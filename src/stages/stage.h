@@ -65,5 +65,6 @@ int stage_param_check(const StageParam *p, const char *value);
 /* the individual stages */
 extern const Stage stage_export;
 extern const Stage stage_infer_shapes;
+extern const Stage stage_calibrate, stage_quantize;
 
 #endif

@@ -56,6 +56,11 @@ def main():
     cases["contradiction"] = model([h.make_node("Relu", ["x"], ["t"], name="relu1"),
                                     h.make_node("Neg", ["t"], ["y"], name="neg1")],
                                    [x], [out("y")], value_info=[vi("t", T.FLOAT, [2, 4])])
+    cases["redefine"] = model([h.make_node("Relu", ["x"], ["a"], name="r"),
+                               h.make_node("Neg", ["a"], ["x"], name="neg")], [x], [out("a")])
+    cases["attr_type"] = model([h.make_node("Transpose", ["x"], ["y"], name="tr", perm=1.5)], [x], [out("y")])
+    cases["broadcast"] = model([h.make_node("Add", ["x", "z"], ["y"], name="add2")],
+                               [x, vi("z", T.FLOAT, [4])], [out("y")])
     cases["twice"] = model([h.make_node("Relu", ["x"], ["t"], name="a"),
                             h.make_node("Neg", ["x"], ["t"], name="b")], [x], [out("t")])
     # chain with symbols, unknown dims and a declared annotation to keep
@@ -139,6 +144,36 @@ def main():
                inits=[numpy_helper.from_array(np.ones((4, 5), dtype=np.float32), "w")])
     mf.functions.append(fn)
     cases["function"] = mf
+    # every element type and every kind of type, read and written back: the
+    # outputs are the inputs themselves and carry no type in the model
+    ins = [vi("t%d" % et, et, [2, "n", None]) for et in range(1, 24)]
+    seq = h.make_tensor_sequence_value_info("seq", T.FLOAT, [3, "m"])
+    opt = onnx.ValueInfoProto()
+    opt.name = "opt"
+    opt.type.optional_type.elem_type.CopyFrom(h.make_sequence_type_proto(h.make_tensor_type_proto(T.INT8, [4])))
+    mp = onnx.ValueInfoProto()
+    mp.name = "map"
+    mp.type.map_type.key_type = T.INT64
+    mp.type.map_type.value_type.CopyFrom(h.make_tensor_type_proto(T.DOUBLE, []))
+    sp = h.make_sparse_tensor_value_info("sp", T.FLOAT16, [5, 6])
+    ins += [seq, opt, mp, sp]
+    cases["passthrough"] = model([], ins, [out(v.name) for v in ins], opset=21, ir=10)
+    # a model naming a dim "unk__0" in a subgraph: fresh symbols must not reuse it
+    then_u = h.make_graph([h.make_node("Identity", ["u"], ["tu"], name="then_id")], "then_u", [],
+                          [h.make_tensor_value_info("tu", T.FLOAT, ["unk__0"])])
+    else_u = h.make_graph([h.make_node("Identity", ["u"], ["eu"], name="else_id")], "else_u", [],
+                          [h.make_tensor_value_info("eu", T.FLOAT, ["unk__0"])])
+    cases["unk_names"] = model([h.make_node("Relu", ["w"], ["a"], name="relu"),
+                                h.make_node("If", ["c"], ["y"], name="if2", then_branch=then_u,
+                                            else_branch=else_u)],
+                               [h.make_tensor_value_info("w", T.FLOAT, [None]),
+                                h.make_tensor_value_info("u", T.FLOAT, [None]), c],
+                               [out("a"), out("y")])
+    # for the harness itself: one model declaring a wrong output, one right
+    cases["declared_wrong"] = model([h.make_node("Relu", ["x"], ["y"], name="r")], [x],
+                                    [vi("y", T.FLOAT, [2, 4])])
+    cases["declared_right"] = model([h.make_node("Relu", ["x"], ["y"], name="r")], [x],
+                                    [vi("y", T.FLOAT, [2, "any"])])
     for k, m in cases.items():
         onnx.save(m, os.path.join(d, k + ".onnx"))
 

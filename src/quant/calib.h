@@ -1,0 +1,71 @@
+/* calib.h — calibration statistics: stream samples through the interpreter
+ * and record, for every float activation (main-graph inputs and node
+ * outputs), its element count, min, max and a histogram.
+ *
+ * One pass over the samples, one model plan. Besides the exact min and max,
+ * each tensor gets a histogram of CALIB_BINS bins over a symmetric range
+ * [-r, r] (the layout onnxruntime's entropy calibrator uses), so percentile
+ * and entropy ranges can be chosen later without the samples. r starts at
+ * the first batch's largest magnitude and doubles whenever a value falls
+ * outside, merging pairs of bins, which is exact: the histogram is the one a
+ * second pass over [-r, r] would give, without a second pass. Memory does
+ * not grow with the number of samples: taps update the statistics as each
+ * tensor is produced. Non-finite values are counted apart and left out of
+ * min, max and histogram.
+ *
+ * The statistics file (calib_save/calib_load), little-endian:
+ *
+ *   "QMCALIB2"  magic and version (8 bytes)
+ *   u32 ntensors, u32 nbins, u64 nsamples
+ *   ntensors times, in name order:
+ *     u32 namelen, name bytes (no NUL), u64 count, u64 nonfinite,
+ *     f32 min, f32 max, f64 r, u64 hist[nbins]
+ */
+#ifndef QM_QUANT_CALIB_H
+#define QM_QUANT_CALIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "onnx/model.h"
+
+#define CALIB_BINS 2048
+
+typedef struct TensorStats {
+	char *name;
+	uint64_t count;      /* finite elements seen */
+	uint64_t nonfinite;  /* NaN and infinities seen */
+	float min, max;      /* over finite elements (0, 0 when count is 0) */
+	double range;        /* r: the histogram covers [-r, r] (0: all zeros) */
+	uint64_t *hist;      /* nbins counts */
+} TensorStats;
+
+typedef struct CalibStats {
+	TensorStats *t;      /* sorted by name */
+	size_t n;
+	uint32_t nbins;
+	uint64_t nsamples;
+} CalibStats;
+
+/* Run every sample of specs (see samples_open) through m. Each sample must
+ * feed every model input with the declared element type and a compatible
+ * shape; a mismatch is an error naming the sample, the input and the
+ * expected type and shape. An empty set is an error. */
+int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads, FILE *log,
+		  CalibStats **out);
+void calib_free(CalibStats *s);
+int calib_save(const CalibStats *s, const char *path);
+int calib_load(const char *path, CalibStats **out);
+/* the statistics of tensor name, or NULL */
+const TensorStats *calib_find(const CalibStats *s, const char *name);
+
+enum { CALIB_MINMAX, CALIB_PERCENTILE, CALIB_ENTROPY };
+/* the range to quantize tensor t over: min/max; the central percentile
+ * (e.g. 99.999: (100 - p) / 2 percent cut on each side); or the symmetric
+ * threshold minimizing the KL divergence between the histogram and its
+ * 128-level quantization (onnxruntime's and TensorRT's entropy method) */
+void calib_range(const CalibStats *s, const TensorStats *t, int method, double percentile,
+		 float *lo, float *hi);
+
+#endif

@@ -1,0 +1,223 @@
+/* common.c — checks, weight quantization and report entries shared by the
+ * static and dynamic rewrites (see internal.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/node.h"
+#include "quant/internal.h"
+
+static const char *const quantized_ops[] = {
+	"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger",
+	"QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QGemm", "DynamicQuantizeMatMul",
+	"MatMulIntegerToFloat", "QAttention", "DynamicQuantizeLSTM", NULL,
+};
+
+int qc_in_list(const char *const *list, const char *op)
+{
+	for (size_t i = 0; list[i]; i++)
+		if (!strcmp(list[i], op))
+			return 1;
+	return 0;
+}
+
+int qc_check_not_quantized(const Onnx__GraphProto *g)
+{
+	char lab[256];
+	for (size_t i = 0; i < g->n_node; i++)
+		if (qc_in_list(quantized_ops, g->node[i]->op_type) || !strncmp(g->node[i]->op_type, "QLinear", 7))
+			return error("the model is already quantized: node '%s' is a %s; quantize the float model instead",
+				     node_label(g->node[i], lab, sizeof lab), g->node[i]->op_type);
+	return 0;
+}
+
+int qc_check_lists(const Onnx__GraphProto *g, const QuantOpts *o, const char *const *supported,
+		   const char *what)
+{
+	for (size_t i = 0; i < o->ops.n; i++)
+		if (!qc_in_list(supported, o->ops.v[i])) {
+			StrBuf sb = {0};
+			for (size_t k = 0; supported[k]; k++)
+				sb_printf(&sb, "%s%s", k ? " " : "", supported[k]);
+			int r = error("quantize.ops: %s cannot be quantized by %s quantization (it covers: %s)",
+				      (const char *)o->ops.v[i], what, sb.buf);
+			sb_release(&sb);
+			return r;
+		}
+	for (size_t i = 0; i < o->exclude_nodes.n; i++) {
+		int found = 0;
+		for (size_t k = 0; k < g->n_node && !found; k++)
+			found = g->node[k]->name && !strcmp(g->node[k]->name, o->exclude_nodes.v[i]);
+		if (!found)
+			return error("quantize.exclude-nodes: the model has no node named '%s'",
+				     (const char *)o->exclude_nodes.v[i]);
+	}
+	return 0;
+}
+
+const char *qc_excluded(const Onnx__NodeProto *n, const QuantOpts *o)
+{
+	for (size_t i = 0; i < o->exclude_nodes.n; i++)
+		if (n->name && !strcmp(n->name, o->exclude_nodes.v[i]))
+			return "excluded by quantize.exclude-nodes";
+	for (size_t i = 0; i < o->exclude_ops.n; i++)
+		if (!strcmp(n->op_type, o->exclude_ops.v[i]))
+			return "excluded by quantize.exclude-ops";
+	if (o->ops.n) {
+		for (size_t i = 0; i < o->ops.n; i++)
+			if (!strcmp(n->op_type, o->ops.v[i]))
+				return NULL;
+		return "not listed in quantize.ops";
+	}
+	return NULL;
+}
+
+int qc_quant_weight(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, int dtype,
+		    int symmetric, int reduce_range, int axis, QWeight *q)
+{
+	memset(q, 0, sizeof *q);
+	Tensor t = {0};
+	if (tensor_from_proto(m, w, &t) < 0)
+		return -1;
+	if (t.dtype != DT_FLOAT) {
+		int r = error("weight '%s' is %s, expected float", w->name, dtype_name(t.dtype));
+		tensor_free(&t);
+		return r;
+	}
+	if (axis >= t.rank) {
+		int r = error("weight '%s' has rank %d: no axis %d for per-channel quantization", w->name, t.rank,
+			      axis);
+		tensor_free(&t);
+		return r;
+	}
+	int64_t nch = axis < 0 ? 1 : t.dims[axis];
+	int64_t inner = 1;
+	for (int k = axis + 1; axis >= 0 && k < t.rank; k++)
+		inner *= t.dims[k];
+	if (axis < 0)
+		inner = t.numel;
+	q->nch = nch;
+	q->axis = axis;
+	q->dtype = dtype;
+	q->scales = xcalloc(nch ? nch : 1, sizeof *q->scales);
+	q->zps = xcalloc(nch ? nch : 1, sizeof *q->zps);
+	Tensor out = {0};
+	if (tensor_alloc(&out, dtype, t.rank, t.dims) < 0) {
+		tensor_free(&t);
+		qc_weight_free(q);
+		return -1;
+	}
+	const float *x = t.data;
+	int qmin, qmax;
+	qrange(dtype, symmetric, reduce_range, &qmin, &qmax);
+	int64_t outer = nch ? t.numel / (nch * (inner ? inner : 1)) : 0;
+	for (int64_t c = 0; c < nch; c++) {
+		float lo = INFINITY, hi = -INFINITY;
+		for (int64_t o = 0; o < outer; o++)
+			for (int64_t i = 0; i < inner; i++) {
+				float v = x[(o * nch + c) * inner + i];
+				lo = v < lo ? v : lo;
+				hi = v > hi ? v : hi;
+			}
+		if (!outer || !inner)
+			lo = hi = 0;
+		QParams p = qparams_compute(lo, hi, dtype, symmetric, reduce_range);
+		q->scales[c] = p.scale;
+		q->zps[c] = p.zero_point;
+		for (int64_t o = 0; o < outer; o++) {
+			int64_t off = (o * nch + c) * inner;
+			quantize_values(x + off, (size_t)inner, &p, qmin, qmax,
+					(char *)out.data + off * (dtype_bits(dtype) / 8));
+		}
+	}
+	tensor_free(&t);
+	q->qname = xasprintf("%s_quantized", w->name);
+	q->sname = xasprintf("%s_scale", w->name);
+	q->zname = xasprintf("%s_zero_point", w->name);
+	qg_add_init(g, q->qname, &out);
+	int prank = axis < 0 ? 0 : 1;
+	qg_add_values(g, q->sname, DT_FLOAT, prank, &nch, q->scales);
+	if (dtype == DT_INT8) {
+		int8_t *z = xmalloc(nch ? nch : 1);
+		for (int64_t c = 0; c < nch; c++)
+			z[c] = (int8_t)q->zps[c];
+		qg_add_values(g, q->zname, dtype, prank, &nch, z);
+		free(z);
+	} else {
+		uint8_t *z = xmalloc(nch ? nch : 1);
+		for (int64_t c = 0; c < nch; c++)
+			z[c] = (uint8_t)q->zps[c];
+		qg_add_values(g, q->zname, dtype, prank, &nch, z);
+		free(z);
+	}
+	return 0;
+}
+
+void qc_weight_free(QWeight *q)
+{
+	free(q->qname);
+	free(q->sname);
+	free(q->zname);
+	free(q->scales);
+	free(q->zps);
+	memset(q, 0, sizeof *q);
+}
+
+void qc_report_node(QuantReport *rep, const Onnx__NodeProto *n, const char *status, const char *reason)
+{
+	char lab[256];
+	StrBuf *sb = &rep->nodes;
+	if (sb->len)
+		sb_puts(sb, ",\n    ");
+	sb_puts(sb, "{\"name\": ");
+	sb_json_str(sb, node_label(n, lab, sizeof lab));
+	sb_puts(sb, ", \"op\": ");
+	sb_json_str(sb, n->op_type);
+	sb_puts(sb, ", \"status\": ");
+	sb_json_str(sb, status);
+	if (reason) {
+		sb_puts(sb, ", \"reason\": ");
+		sb_json_str(sb, reason);
+	}
+	sb_putc(sb, '}');
+	if (!strcmp(status, "quantized"))
+		rep->nquantized++;
+	else if (!strcmp(status, "folded"))
+		rep->nfolded++;
+	else
+		rep->nskipped++;
+}
+
+void qc_report_tensor(QuantReport *rep, const char *name, int dtype, int64_t n, const float *scales,
+		      const int32_t *zps, int axis)
+{
+	StrBuf *sb = &rep->tensors;
+	if (sb->len)
+		sb_puts(sb, ",\n    ");
+	sb_json_str(sb, name);
+	sb_puts(sb, ": {\"type\": ");
+	sb_json_str(sb, dtype_name(dtype));
+	if (axis >= 0)
+		sb_printf(sb, ", \"axis\": %d", axis);
+	sb_puts(sb, ", \"scale\": ");
+	if (axis >= 0)
+		sb_putc(sb, '[');
+	for (int64_t i = 0; i < n; i++)
+		sb_printf(sb, "%s%.9g", i ? ", " : "", scales[i]);
+	if (axis >= 0)
+		sb_puts(sb, "]");
+	sb_puts(sb, ", \"zero_point\": ");
+	if (axis >= 0)
+		sb_putc(sb, '[');
+	for (int64_t i = 0; i < n; i++)
+		sb_printf(sb, "%s%d", i ? ", " : "", (int)zps[i]);
+	if (axis >= 0)
+		sb_puts(sb, "]");
+	sb_putc(sb, '}');
+}
+
+void quant_report_free(QuantReport *rep)
+{
+	sb_release(&rep->nodes);
+	sb_release(&rep->tensors);
+}

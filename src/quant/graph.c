@@ -1,0 +1,136 @@
+/* graph.c — graph-editing helpers (see graph.h). */
+#include "quant/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+Onnx__NodeProto *qg_node(const char *op, const char *name, size_t nin, const char *const *in,
+			 size_t nout, const char *const *out)
+{
+	Onnx__NodeProto *n = xmalloc(sizeof *n);
+	onnx__node_proto__init(n);
+	n->op_type = xstrdup(op);
+	n->name = xstrdup(name);
+	n->domain = xstrdup("");
+	n->n_input = nin;
+	n->input = xcalloc(nin ? nin : 1, sizeof *n->input);
+	for (size_t i = 0; i < nin; i++)
+		n->input[i] = xstrdup(in[i]);
+	n->n_output = nout;
+	n->output = xcalloc(nout ? nout : 1, sizeof *n->output);
+	for (size_t i = 0; i < nout; i++)
+		n->output[i] = xstrdup(out[i]);
+	return n;
+}
+
+void qg_attr_move(Onnx__NodeProto *n, Onnx__AttributeProto *attr)
+{
+	n->attribute = xreallocarray(n->attribute, n->n_attribute + 1, sizeof *n->attribute);
+	n->attribute[n->n_attribute++] = attr;
+}
+
+void qg_attr_int(Onnx__NodeProto *n, const char *name, int64_t v)
+{
+	Onnx__AttributeProto *a = xmalloc(sizeof *a);
+	onnx__attribute_proto__init(a);
+	a->name = xstrdup(name);
+	a->has_type = 1;
+	a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+	a->has_i = 1;
+	a->i = v;
+	qg_attr_move(n, a);
+}
+
+void qg_set_input(Onnx__NodeProto *n, size_t i, const char *name)
+{
+	free(n->input[i]);
+	n->input[i] = xstrdup(name);
+}
+
+void qg_push(Onnx__NodeProto ***v, size_t *n, Onnx__NodeProto *node)
+{
+	*v = xreallocarray(*v, *n + 1, sizeof **v);
+	(*v)[(*n)++] = node;
+}
+
+Onnx__TensorProto *qg_init(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_initializer; i++)
+		if (g->initializer[i]->name && !strcmp(g->initializer[i]->name, name))
+			return g->initializer[i];
+	return NULL;
+}
+
+void qg_add_init(Onnx__GraphProto *g, const char *name, Tensor *t)
+{
+	Onnx__TensorProto *p = tensor_to_proto(t, name);
+	tensor_free(t);
+	g->initializer = xreallocarray(g->initializer, g->n_initializer + 1, sizeof *g->initializer);
+	g->initializer[g->n_initializer++] = p;
+}
+
+void qg_add_values(Onnx__GraphProto *g, const char *name, int dtype, int rank, const int64_t *dims,
+		   const void *data)
+{
+	Tensor t = {0};
+	if (tensor_alloc(&t, dtype, rank, dims) < 0)
+		fatalx(1, "%s", errmsg());
+	memcpy(t.data, data, t.nbytes);
+	qg_add_init(g, name, &t);
+}
+
+void qg_add_scalar_f(Onnx__GraphProto *g, const char *name, float v)
+{
+	qg_add_values(g, name, DT_FLOAT, 0, NULL, &v);
+}
+
+int qg_is_output(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_output; i++)
+		if (g->output[i]->name && !strcmp(g->output[i]->name, name))
+			return 1;
+	return 0;
+}
+
+int qg_has_consumer(const Onnx__GraphProto *g, const char *name, const Onnx__NodeProto *skip)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		if (g->node[i] == skip)
+			continue;
+		for (size_t k = 0; k < g->node[i]->n_input; k++)
+			if (!strcmp(g->node[i]->input[k], name))
+				return 1;
+	}
+	return 0;
+}
+
+static int has_subgraphs(const Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_attribute; k++)
+			if (g->node[i]->attribute[k]->g || g->node[i]->attribute[k]->n_graphs)
+				return 1;
+	return 0;
+}
+
+void qg_drop_unused_init(Onnx__GraphProto *g, const char *name)
+{
+	if (qg_has_consumer(g, name, NULL) || qg_is_output(g, name) || has_subgraphs(g))
+		return;
+	for (size_t i = 0; i < g->n_initializer; i++)
+		if (g->initializer[i]->name && !strcmp(g->initializer[i]->name, name)) {
+			onnx__tensor_proto__free_unpacked(g->initializer[i], NULL);
+			memmove(g->initializer + i, g->initializer + i + 1,
+				(g->n_initializer - i - 1) * sizeof *g->initializer);
+			g->n_initializer--;
+			break;
+		}
+	/* an initializer listed among the graph inputs (IR < 4) goes too */
+	for (size_t i = 0; i < g->n_input; i++)
+		if (g->input[i]->name && !strcmp(g->input[i]->name, name)) {
+			onnx__value_info_proto__free_unpacked(g->input[i], NULL);
+			memmove(g->input + i, g->input + i + 1, (g->n_input - i - 1) * sizeof *g->input);
+			g->n_input--;
+			break;
+		}
+}

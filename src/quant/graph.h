@@ -1,0 +1,40 @@
+/* graph.h — small graph-editing helpers for the quantizer: building nodes,
+ * attributes and initializers in protobuf-c messages the Model owns (every
+ * string and array is malloc'd, so model_free releases them). */
+#ifndef QM_QUANT_GRAPH_H
+#define QM_QUANT_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onnx/model.h"
+#include "onnx/tensor.h"
+#include "util.h"
+
+/* new node; inputs/outputs are copied ("" for an absent optional input) */
+Onnx__NodeProto *qg_node(const char *op, const char *name, size_t nin, const char *const *in,
+			 size_t nout, const char *const *out);
+void qg_attr_int(Onnx__NodeProto *n, const char *name, int64_t v);
+/* move attribute attr (taken from another node) onto n */
+void qg_attr_move(Onnx__NodeProto *n, Onnx__AttributeProto *attr);
+/* replace input i of n by name */
+void qg_set_input(Onnx__NodeProto *n, size_t i, const char *name);
+/* append to a node list */
+void qg_push(Onnx__NodeProto ***v, size_t *n, Onnx__NodeProto *node);
+/* the initializer called name, or NULL */
+Onnx__TensorProto *qg_init(const Onnx__GraphProto *g, const char *name);
+/* add t (ownership moves) as an initializer called name */
+void qg_add_init(Onnx__GraphProto *g, const char *name, Tensor *t);
+/* add a float scalar / 1-D float or integer initializer from values */
+void qg_add_scalar_f(Onnx__GraphProto *g, const char *name, float v);
+void qg_add_values(Onnx__GraphProto *g, const char *name, int dtype, int rank, const int64_t *dims,
+		   const void *data);
+/* is name a graph output? */
+int qg_is_output(const Onnx__GraphProto *g, const char *name);
+/* does any node of the main graph read name? (except node skip) */
+int qg_has_consumer(const Onnx__GraphProto *g, const char *name, const Onnx__NodeProto *skip);
+/* remove initializer name when no node reads it and it is no graph output
+ * (models with subgraphs keep everything: bodies may read it) */
+void qg_drop_unused_init(Onnx__GraphProto *g, const char *name);
+
+#endif

@@ -1,0 +1,523 @@
+/* qdq.c — static quantization in QDQ form (see quantize.h).
+ *
+ * The rewrite runs in four steps over the main graph:
+ *   1. choose the nodes to quantize (supported op type, not excluded);
+ *   2. fold Relu/Clip into a quantized producer: the producer's output takes
+ *      the Relu/Clip output's name (so its calibrated range, which starts at
+ *      the clip point) and the Relu/Clip node goes;
+ *   3. for every input of a quantized node: a weight (Conv/Gemm/MatMul
+ *      input 1, an initializer) becomes W_quantized + DequantizeLinear; a
+ *      Conv/Gemm bias becomes int32 with scale = input scale x weight scale;
+ *      any other float initializer is quantized with the activation type; a
+ *      computed float tensor gets one QuantizeLinear/DequantizeLinear pair
+ *      with its calibrated range, shared by all quantized consumers;
+ *   4. rebuild the node list in topological order: weight DequantizeLinear
+ *      nodes first, then graph-input pairs, then each node followed by the
+ *      pairs of its outputs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/node.h"
+#include "quant/internal.h"
+
+const char *const quant_static_ops[] = {
+	"Add", "AveragePool", "Clip", "Concat", "Conv", "Flatten", "Gather", "Gemm", "GlobalAveragePool",
+	"MatMul", "MaxPool", "Mul", "Pad", "Relu", "Reshape", "Resize", "Sigmoid", "Softmax", "Split",
+	"Squeeze", "Transpose", "Unsqueeze", NULL,
+};
+
+/* inputs quantized as activations: all, or only input 0 */
+static int quant_all_inputs(const char *op)
+{
+	return !strcmp(op, "Add") || !strcmp(op, "Mul") || !strcmp(op, "Concat") || !strcmp(op, "MatMul");
+}
+
+static int is_weight_op(const char *op)
+{
+	return !strcmp(op, "Conv") || !strcmp(op, "Gemm") || !strcmp(op, "MatMul");
+}
+
+typedef struct Act {
+	char *name;
+	char *dq;          /* T_DequantizeLinear_Output */
+	QParams p;
+	int done;          /* its Q/DQ nodes were placed */
+} Act;
+
+typedef struct Ctx {
+	Model *m;
+	Onnx__GraphProto *g;
+	const CalibStats *stats;
+	const QuantOpts *o;
+	QuantReport *rep;
+	Act *acts;
+	size_t nacts;
+	Onnx__NodeProto **pre;   /* weight/constant DequantizeLinear nodes */
+	size_t npre;
+	PtrVec biases;           /* float biases replaced by int32 ones */
+	PtrVec wdone;            /* weight names already quantized ... */
+	PtrVec wdq;              /* ... and their DequantizeLinear outputs */
+	QWeight *wq;             /* ... and parameters (parallel to wdone) */
+} Ctx;
+
+static Onnx__NodeProto *producer(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_output; k++)
+			if (!strcmp(g->node[i]->output[k], name))
+				return g->node[i];
+	return NULL;
+}
+
+/* a name not yet used by any initializer: base, else base_2, base_3 ... */
+static char *unique_init(const Onnx__GraphProto *g, const char *base)
+{
+	char *s = xstrdup(base);
+	for (int k = 2; qg_init(g, s); k++) {
+		free(s);
+		s = xasprintf("%s_%d", base, k);
+	}
+	return s;
+}
+
+static Act *act_find(Ctx *c, const char *name)
+{
+	for (size_t i = 0; i < c->nacts; i++)
+		if (!strcmp(c->acts[i].name, name))
+			return &c->acts[i];
+	return NULL;
+}
+
+/* the activation entry of computed tensor name, created from its
+ * statistics; NULL without statistics (not a float32 tensor) */
+static Act *act_get(Ctx *c, const char *name)
+{
+	Act *a = act_find(c, name);
+	if (a)
+		return a;
+	const TensorStats *ts = calib_find(c->stats, name);
+	if (!ts)
+		return NULL;
+	float lo, hi;
+	calib_range(c->stats, ts, c->o->method, c->o->percentile, &lo, &hi);
+	c->acts = xreallocarray(c->acts, c->nacts + 1, sizeof *c->acts);
+	a = &c->acts[c->nacts++];
+	memset(a, 0, sizeof *a);
+	a->name = xstrdup(name);
+	a->dq = xasprintf("%s_DequantizeLinear_Output", name);
+	a->p = qparams_compute(lo, hi, c->o->act_type, 0, 0);
+	qc_report_tensor(c->rep, name, a->p.dtype, 1, &a->p.scale, &a->p.zero_point, -1);
+	return a;
+}
+
+static void add_zp(Onnx__GraphProto *g, const char *name, int dtype, int rank, const int64_t *dims,
+		   const int32_t *zps, int64_t n)
+{
+	void *buf = xcalloc(n ? (size_t)n : 1, 4);
+	for (int64_t i = 0; i < n; i++) {
+		if (dtype == DT_INT8)
+			((int8_t *)buf)[i] = (int8_t)zps[i];
+		else if (dtype == DT_UINT8)
+			((uint8_t *)buf)[i] = (uint8_t)zps[i];
+		else
+			((int32_t *)buf)[i] = zps[i];
+	}
+	qg_add_values(g, name, dtype, rank, dims, buf);
+	free(buf);
+}
+
+/* the Q/DQ pair of activation a, appended to nodes */
+static void place_pair(Ctx *c, Act *a, Onnx__NodeProto ***nodes, size_t *n)
+{
+	char *sname = xasprintf("%s_scale", a->name), *zname = xasprintf("%s_zero_point", a->name);
+	char *qout = xasprintf("%s_QuantizeLinear_Output", a->name);
+	char *qn = xasprintf("%s_QuantizeLinear", a->name), *dqn = xasprintf("%s_DequantizeLinear", a->name);
+	qg_add_scalar_f(c->g, sname, a->p.scale);
+	add_zp(c->g, zname, a->p.dtype, 0, NULL, &a->p.zero_point, 1);
+	const char *qin[] = {a->name, sname, zname}, *dqin[] = {qout, sname, zname};
+	qg_push(nodes, n, qg_node("QuantizeLinear", qn, 3, qin, 1, (const char *const *)&qout));
+	qg_push(nodes, n, qg_node("DequantizeLinear", dqn, 3, dqin, 1, (const char *const *)&a->dq));
+	a->done = 1;
+	free(sname);
+	free(zname);
+	free(qout);
+	free(qn);
+	free(dqn);
+}
+
+static void push_dq(Ctx *c, const char *base, const char *qname, const char *sname, const char *zname,
+		    const char *out, int axis)
+{
+	char *nm = xasprintf("%s_DequantizeLinear", base);
+	const char *in[] = {qname, sname, zname};
+	Onnx__NodeProto *dq = qg_node("DequantizeLinear", nm, 3, in, 1, &out);
+	if (axis >= 0)
+		qg_attr_int(dq, "axis", axis);
+	qg_push(&c->pre, &c->npre, dq);
+	free(nm);
+}
+
+/* weight input wi of node n: quantized once, shared by its consumers */
+static int quant_weight_input(Ctx *c, Onnx__NodeProto *n, size_t wi, int axis, QWeight **out)
+{
+	const char *name = n->input[wi];
+	for (size_t i = 0; i < c->wdone.n; i++)
+		if (!strcmp(c->wdone.v[i], name)) {
+			qg_set_input(n, wi, c->wdq.v[i]);
+			*out = &c->wq[i];
+			return 0;
+		}
+	const Onnx__TensorProto *w = qg_init(c->g, name);
+	int wt = c->o->weight_type;
+	QWeight q;
+	if (qc_quant_weight(c->m, c->g, w, wt, wt == DT_INT8, c->o->reduce_range, axis, &q) < 0)
+		return -1;
+	char *dqout = xasprintf("%s_DequantizeLinear_Output", name);
+	push_dq(c, name, q.qname, q.sname, q.zname, dqout, axis);
+	qc_report_tensor(c->rep, name, wt, q.nch, q.scales, q.zps, axis);
+	c->wq = xreallocarray(c->wq, c->wdone.n + 1, sizeof *c->wq);
+	c->wq[c->wdone.n] = q;
+	*out = &c->wq[c->wdone.n];
+	pv_push(&c->wdone, xstrdup(name));
+	pv_push(&c->wdq, dqout);
+	qg_set_input(n, wi, dqout);
+	return 0;
+}
+
+/* int32 bias: scale = input scale x weight scale, zero point 0 */
+static int quant_bias(Ctx *c, Onnx__NodeProto *n, const Act *in, const QWeight *w)
+{
+	const char *name = n->input[2];
+	const Onnx__TensorProto *bp = qg_init(c->g, name);
+	Tensor b = {0};
+	if (tensor_from_proto(c->m, bp, &b) < 0)
+		return -1;
+	char lab[256];
+	if (b.dtype != DT_FLOAT || b.rank != 1 || (w->nch > 1 && b.dims[0] != w->nch)) {
+		int r = error("node '%s': bias '%s' is %s of rank %d, expected a 1-D float tensor", node_label(n, lab, sizeof lab),
+			      name, dtype_name(b.dtype), b.rank);
+		tensor_free(&b);
+		return r;
+	}
+	int64_t nch = w->nch, len = b.dims[0];
+	float *scales = xmalloc((size_t)nch * sizeof *scales);
+	int32_t *zps = xcalloc((size_t)nch, sizeof *zps);
+	int32_t *q = xmalloc((size_t)(len ? len : 1) * sizeof *q);
+	for (int64_t k = 0; k < nch; k++)
+		scales[k] = in->p.scale * w->scales[k];
+	for (int64_t i = 0; i < len; i++) {
+		float s = scales[nch > 1 ? i : 0];
+		double v = nearbyint((double)((float *)b.data)[i] / s);
+		q[i] = (int32_t)(v < -2147483647.0 ? -2147483647.0 : v > 2147483647.0 ? 2147483647.0 : v);
+	}
+	char *b1 = xasprintf("%s_quantized", name), *b2 = xasprintf("%s_scale", name), *b3 = xasprintf("%s_zero_point", name);
+	char *qn = unique_init(c->g, b1), *sn = unique_init(c->g, b2), *zn = unique_init(c->g, b3);
+	int axis = nch > 1 ? 0 : -1;
+	int prank = axis < 0 ? 0 : 1;
+	qg_add_values(c->g, qn, DT_INT32, 1, &len, q);
+	qg_add_values(c->g, sn, DT_FLOAT, prank, &nch, scales);
+	add_zp(c->g, zn, DT_INT32, prank, &nch, zps, nch);
+	char *dqout = xasprintf("%s_DequantizeLinear_Output", qn);
+	push_dq(c, qn, qn, sn, zn, dqout, axis);
+	qc_report_tensor(c->rep, name, DT_INT32, nch, scales, zps, axis);
+	pv_push(&c->biases, xstrdup(name));
+	qg_set_input(n, 2, dqout);
+	free(dqout);
+	free(b1);
+	free(b2);
+	free(b3);
+	free(qn);
+	free(sn);
+	free(zn);
+	free(scales);
+	free(zps);
+	free(q);
+	tensor_free(&b);
+	return 0;
+}
+
+/* a float initializer read as an activation (Add's constant, say):
+ * quantized with the activation type over its own range */
+static int quant_const_input(Ctx *c, Onnx__NodeProto *n, size_t i)
+{
+	const char *name = n->input[i];
+	for (size_t k = 0; k < c->wdone.n; k++)
+		if (!strcmp(c->wdone.v[k], name)) {
+			qg_set_input(n, i, c->wdq.v[k]);
+			return 0;
+		}
+	QWeight q;
+	if (qc_quant_weight(c->m, c->g, qg_init(c->g, name), c->o->act_type, 0, 0, -1, &q) < 0)
+		return -1;
+	char *dqout = xasprintf("%s_DequantizeLinear_Output", name);
+	push_dq(c, name, q.qname, q.sname, q.zname, dqout, -1);
+	qc_report_tensor(c->rep, name, c->o->act_type, 1, q.scales, q.zps, -1);
+	c->wq = xreallocarray(c->wq, c->wdone.n + 1, sizeof *c->wq);
+	c->wq[c->wdone.n] = q;
+	pv_push(&c->wdone, xstrdup(name));
+	pv_push(&c->wdq, dqout);
+	qg_set_input(n, i, dqout);
+	return 0;
+}
+
+static int is_float_init(Ctx *c, const char *name)
+{
+	const Onnx__TensorProto *t = qg_init(c->g, name);
+	return t && t->data_type == DT_FLOAT;
+}
+
+/* quantize the inputs of node n; 1 when something was quantized */
+static int quant_node(Ctx *c, Onnx__NodeProto *n)
+{
+	const char *op = n->op_type;
+	size_t lim = quant_all_inputs(op) ? n->n_input : (n->n_input ? 1 : 0);
+	int any = 0;
+	Act *in0 = NULL;
+	for (size_t i = 0; i < lim; i++) {
+		const char *name = node_input(n, i);
+		if (!name)
+			continue;
+		if (i == 1 && !strcmp(op, "MatMul") && is_float_init(c, name))
+			continue; /* the weight, below */
+		if (qg_init(c->g, name)) {
+			if (is_float_init(c, name)) {
+				if (quant_const_input(c, n, i) < 0)
+					return -1;
+				any = 1;
+			}
+			continue;
+		}
+		Act *a = act_get(c, name);
+		if (!a)
+			continue;
+		if (i == 0)
+			in0 = a;
+		qg_set_input(n, i, a->dq);
+		any = 1;
+	}
+	if (!is_weight_op(op))
+		return any;
+	const char *w = node_input(n, 1);
+	if (!w || !is_float_init(c, w)) {
+		/* Conv/Gemm/MatMul of two activations (MatMul's done above) */
+		Act *a = w && strcmp(op, "MatMul") ? act_get(c, w) : NULL;
+		if (a) {
+			qg_set_input(n, 1, a->dq);
+			any = 1;
+		}
+		return any;
+	}
+	int axis = -1;
+	if (c->o->per_channel) {
+		int64_t tb = 0;
+		if (!strcmp(op, "Conv"))
+			axis = 0;
+		else if (!strcmp(op, "Gemm")) {
+			if (attr_int(n, "transB", 0, &tb) < 0)
+				return -1;
+			axis = tb ? 0 : 1;
+		} else {
+			axis = (int)qg_init(c->g, w)->n_dims - 1;
+		}
+	}
+	QWeight *q;
+	if (quant_weight_input(c, n, 1, axis, &q) < 0)
+		return -1;
+	const char *b = node_input(n, 2);
+	if (b && strcmp(op, "MatMul") && is_float_init(c, b)) {
+		if (in0) {
+			if (quant_bias(c, n, in0, q) < 0)
+				return -1;
+		} else if (quant_const_input(c, n, 2) < 0) {
+			return -1;
+		}
+	}
+	return 1;
+}
+
+static int is_marked(const PtrVec *qn, const Onnx__NodeProto *n)
+{
+	for (size_t i = 0; i < qn->n; i++)
+		if (qn->v[i] == n)
+			return 1;
+	return 0;
+}
+
+/* step 2: fold Relu/Clip r into its quantized producer; the producer, or
+ * NULL when r stays */
+static Onnx__NodeProto *try_fold(Ctx *c, Onnx__NodeProto *r, const PtrVec *qn)
+{
+	Onnx__GraphProto *g = c->g;
+	const char *x = node_input(r, 0), *y = r->n_output ? r->output[0] : NULL;
+	if (!x || !y || qg_is_output(g, x) || qg_is_output(g, y) || !calib_find(c->stats, y))
+		return NULL;
+	Onnx__NodeProto *p = producer(g, x);
+	if (!p || !is_marked(qn, p))
+		return NULL;
+	for (size_t i = 0; i < g->n_node; i++) {
+		Onnx__NodeProto *n = g->node[i];
+		for (size_t k = 0; k < n->n_input; k++) {
+			if (n != r && !strcmp(n->input[k], x))
+				return NULL; /* x has another consumer */
+			if (!strcmp(n->input[k], y) && !is_marked(qn, n))
+				return NULL; /* a float consumer would lose the clip */
+		}
+	}
+	for (size_t k = 0; k < p->n_output; k++)
+		if (!strcmp(p->output[k], x)) {
+			free(p->output[k]);
+			p->output[k] = xstrdup(y);
+		}
+	return p;
+}
+
+static void ctx_free(Ctx *c)
+{
+	for (size_t i = 0; i < c->nacts; i++) {
+		free(c->acts[i].name);
+		free(c->acts[i].dq);
+	}
+	free(c->acts);
+	for (size_t i = 0; i < c->npre; i++)
+		onnx__node_proto__free_unpacked(c->pre[i], NULL);
+	free(c->pre);
+	for (size_t i = 0; i < c->wdone.n; i++) {
+		free(c->wdone.v[i]);
+		free(c->wdq.v[i]);
+		qc_weight_free(&c->wq[i]);
+	}
+	pv_free(&c->wdone);
+	for (size_t i = 0; i < c->biases.n; i++)
+		free(c->biases.v[i]);
+	pv_free(&c->biases);
+	pv_free(&c->wdq);
+	free(c->wq);
+}
+
+int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep)
+{
+	Onnx__GraphProto *g = m->proto->graph;
+	int64_t opset = model_opset(m->proto, "");
+	if (qc_check_not_quantized(g) < 0 || qc_check_lists(g, o, quant_static_ops, "static") < 0)
+		return -1;
+	if (opset < 10)
+		return error("static quantization needs opset >= 10 (QuantizeLinear); the model imports opset %lld",
+			     (long long)opset);
+	if (o->per_channel && opset < 13)
+		return error("quantize.per-channel needs opset >= 13 (DequantizeLinear with axis); the model imports opset %lld",
+			     (long long)opset);
+	Ctx c = {.m = m, .g = g, .stats = stats, .o = o, .rep = rep};
+	size_t norig = g->n_node;
+	Onnx__NodeProto **orig = xcalloc(norig ? norig : 1, sizeof *orig);
+	char **status = xcalloc(norig ? norig : 1, sizeof *status);
+	char **why = xcalloc(norig ? norig : 1, sizeof *why);
+	int *removed = xcalloc(norig ? norig : 1, sizeof *removed);
+	memcpy(orig, g->node, norig * sizeof *orig);
+	PtrVec qn = {0};
+	char lab[256];
+	int r = 0;
+	/* step 1 */
+	for (size_t i = 0; i < norig; i++) {
+		Onnx__NodeProto *n = orig[i];
+		const char *ex = qc_excluded(n, o);
+		if (!qc_in_list(quant_static_ops, n->op_type)) {
+			status[i] = "skipped";
+			why[i] = xasprintf("no static quantization for %s", n->op_type);
+		} else if (ex) {
+			status[i] = "skipped";
+			why[i] = xstrdup(ex);
+		} else if (strcmp(n->op_type, "Relu") && strcmp(n->op_type, "Clip")) {
+			pv_push(&qn, n);
+		}
+	}
+	/* step 2 */
+	for (size_t i = 0; i < norig; i++) {
+		Onnx__NodeProto *n = orig[i];
+		if (status[i] || is_marked(&qn, n))
+			continue;
+		Onnx__NodeProto *p = try_fold(&c, n, &qn);
+		if (p) {
+			status[i] = "folded";
+			why[i] = xasprintf("into the output range of '%s'", node_label(p, lab, sizeof lab));
+			removed[i] = 1;
+		} else {
+			status[i] = "skipped";
+			why[i] = xstrdup("kept in float: its input is not the sole output of a quantized node, or its output is read in float");
+		}
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < norig; i++)
+		if (!removed[i])
+			g->node[k++] = orig[i];
+	g->n_node = k;
+	/* step 3 */
+	size_t nq = 0;
+	for (size_t i = 0; r == 0 && i < norig; i++) {
+		if (status[i])
+			continue;
+		int q = quant_node(&c, orig[i]);
+		if (q < 0)
+			r = error_prefix("node '%s'", node_label(orig[i], lab, sizeof lab));
+		else if (q == 0) {
+			status[i] = "skipped";
+			why[i] = xstrdup("no float32 input to quantize");
+		} else {
+			status[i] = "quantized";
+			nq++;
+		}
+	}
+	if (r == 0 && nq == 0) {
+		if (norig)
+			r = error("nothing to quantize: no node could be quantized (first node '%s', %s: %s)",
+				  node_label(orig[0], lab, sizeof lab), orig[0]->op_type, why[0] ? why[0] : "folded");
+		else
+			r = error("nothing to quantize: the graph has no nodes");
+	}
+	/* step 4 */
+	if (r == 0) {
+		Onnx__NodeProto **nodes = NULL;
+		size_t nn = 0;
+		for (size_t i = 0; i < c.npre; i++)
+			qg_push(&nodes, &nn, c.pre[i]);
+		c.npre = 0;
+		for (size_t i = 0; i < g->n_input; i++) {
+			Act *a = act_find(&c, g->input[i]->name);
+			if (a && !a->done)
+				place_pair(&c, a, &nodes, &nn);
+		}
+		for (size_t i = 0; i < g->n_node; i++) {
+			qg_push(&nodes, &nn, g->node[i]);
+			for (size_t j = 0; j < g->node[i]->n_output; j++) {
+				Act *a = act_find(&c, g->node[i]->output[j]);
+				if (a && !a->done)
+					place_pair(&c, a, &nodes, &nn);
+			}
+		}
+		for (size_t i = 0; r == 0 && i < c.nacts; i++)
+			if (!c.acts[i].done)
+				r = error("tensor '%s' has calibration statistics but no producer in the graph",
+					  c.acts[i].name);
+		free(g->node);
+		g->node = nodes;
+		g->n_node = nn;
+		for (size_t i = 0; i < c.wdone.n; i++)
+			qg_drop_unused_init(g, c.wdone.v[i]);
+		for (size_t i = 0; i < c.biases.n; i++)
+			qg_drop_unused_init(g, c.biases.v[i]);
+	}
+	for (size_t i = 0; i < norig; i++) {
+		if (r == 0)
+			qc_report_node(rep, orig[i], status[i], why[i]);
+		free(why[i]);
+		if (removed[i])
+			onnx__node_proto__free_unpacked(orig[i], NULL);
+	}
+	free(orig);
+	free(status);
+	free(why);
+	free(removed);
+	pv_free(&qn);
+	ctx_free(&c);
+	return r;
+}

@@ -1,0 +1,55 @@
+/* quantize.h — rewriting a float ONNX model into a quantized one.
+ *
+ * Static (quant_static_qdq): activations get QuantizeLinear/DequantizeLinear
+ * pairs with per-tensor scales from calibration statistics (calib.h); the
+ * weights of Conv, Gemm and MatMul become quantized initializers followed by
+ * DequantizeLinear (per tensor, or per output channel); the bias of Conv and
+ * Gemm becomes int32 with scale = input scale x weight scale; Relu and Clip
+ * after a quantized node are folded into that node's output range.
+ *
+ * Dynamic (quant_dynamic): the weights of MatMul, Gemm and Conv are
+ * quantized offline; activations are quantized at run time in QOperator
+ * form: DynamicQuantizeLinear + MatMulInteger/ConvInteger + Cast + scale
+ * multiply (+ bias Add). ConvInteger gets uint8 weights, the only kind
+ * onnxruntime executes.
+ *
+ * Both refuse an already quantized model, check opsets, and record every
+ * node (quantized, or skipped with the reason) and every scale and zero
+ * point in a QuantReport for quant.json. Returns 0 or -1 after error(). */
+#ifndef QM_QUANT_QUANTIZE_H
+#define QM_QUANT_QUANTIZE_H
+
+#include <stddef.h>
+
+#include "onnx/model.h"
+#include "quant/calib.h"
+#include "util.h"
+
+typedef struct QuantOpts {
+	int weight_type;         /* DT_INT8 or DT_UINT8 */
+	int act_type;            /* DT_UINT8 or DT_INT8 (static) */
+	int per_channel;
+	int reduce_range;
+	int method;              /* CALIB_* (static) */
+	double percentile;       /* for CALIB_PERCENTILE */
+	/* op types to quantize (none: every supported one), op types and node
+	 * names to leave in float; strings borrowed */
+	PtrVec ops, exclude_ops, exclude_nodes;
+} QuantOpts;
+
+typedef struct QuantReport {
+	StrBuf nodes;            /* JSON objects, comma-separated */
+	StrBuf tensors;          /* JSON members "name": {...}, comma-separated */
+	size_t nquantized, nskipped, nfolded;
+} QuantReport;
+
+/* op types the static QDQ rewrite quantizes ("Conv Gemm ...") */
+extern const char *const quant_static_ops[];
+/* op types the dynamic rewrite quantizes */
+extern const char *const quant_dynamic_ops[];
+
+int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep);
+int quant_dynamic(Model *m, const QuantOpts *o, QuantReport *rep);
+void quant_report_free(QuantReport *rep);
+
+#endif

@@ -1,0 +1,330 @@
+#!/bin/sh
+# The calibrate and quantize stages in temporary projects built from
+# examples/digits (a trained MLP) and a small CNN made with the onnx helper
+# API: static QDQ (uint8/int8 activations, per-tensor/per-channel weights) and
+# dynamic QOperator models pass onnx.checker, run in onnxruntime, keep the
+# float model's accuracy and are no worse than onnxruntime's own quantizer
+# with the same settings and calibration data; calibration statistics are
+# reused when only quantization choices change; bad input is an error, never
+# a copy of the input model.
+. "$(dirname "$0")/lib/common.sh"
+mktmp
+Q=$QUANTMAKE
+EX=$ROOT/examples/digits
+if ! "$PY" -c 'import onnx, onnxruntime.quantization, numpy' 2>/dev/null; then
+	skip "quantize tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	exit 0
+fi
+
+runs_of() { # runs_of LOG STAGE MODEL: 1 if the log shows that action ran
+	grep -q "^\[[0-9]*/[0-9]*\] $2 $3 " "$1" && echo 1 || echo 0
+}
+
+P=$TMPD/p
+mkdir -p "$P/rules" "$P/data/sub"
+cp "$EX/export.py" "$EX/weights.npz" "$EX/calib.npy" "$EX/test.npz" "$P/"
+"$PY" -c "
+import numpy as np
+c = np.load('$EX/calib.npy')
+for i in range(4):
+    np.save('$P/data/sub/part%d.npy' % i, c[i * 50:(i + 1) * 50])
+"
+cat > "$P/mkcnn.py" <<'EOF'
+"""A small CNN over the 8x8 digits with fixed random weights:
+python mkcnn.py OUT.onnx [OPSET]"""
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+r = np.random.default_rng(0)
+f = lambda *s: (r.standard_normal(s) * 0.3).astype(np.float32)
+inits = [numpy_helper.from_array(a, n) for n, a in [
+    ("cw", f(6, 1, 3, 3)), ("cb", f(6)), ("gw", f(10, 96)), ("gb", f(10)),
+    ("shape", np.array([-1, 1, 8, 8], np.int64))]]
+nodes = [
+    helper.make_node("Reshape", ["input", "shape"], ["img"], name="to_image"),
+    helper.make_node("Conv", ["img", "cw", "cb"], ["c0"], name="conv", pads=[1, 1, 1, 1],
+                     kernel_shape=[3, 3]),
+    helper.make_node("Relu", ["c0"], ["c1"], name="relu"),
+    helper.make_node("MaxPool", ["c1"], ["p0"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+    helper.make_node("Flatten", ["p0"], ["f0"], name="flatten"),
+    helper.make_node("Gemm", ["f0", "gw", "gb"], ["logits"], name="fc", transB=1),
+]
+g = helper.make_graph(nodes, "cnn",
+                      [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 64])],
+                      [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
+                      inits)
+opset = int(sys.argv[2]) if len(sys.argv) > 2 else 13
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+m.ir_version = 7
+onnx.checker.check_model(m)
+onnx.save(m, sys.argv[1])
+EOF
+"$PY" "$P/export.py" "$P/weights.npz" "$P/digits.onnx"
+"$PY" "$P/mkcnn.py" "$P/cnn.onnx"
+cat > "$P/rules/m.rules" <<EOF
+[model u8]
+source = digits.onnx
+quantize = static
+quantize.calibration = calib.npy
+
+[model s8]
+source = digits.onnx
+quantize = static
+quantize.calibration = data/sub
+quantize.activations = int8
+
+[model pc]
+source = digits.onnx
+quantize = static
+quantize.calibration = data/*/*.npy
+quantize.per-channel = true
+
+[model pct]
+source = digits.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.method = percentile
+quantize.percentile = 99.9
+
+[model ent]
+source = digits.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.method = entropy
+
+[model dyn]
+source = digits.onnx
+quantize = dynamic
+
+[model cnn-pt]
+source = cnn.onnx
+quantize = static
+quantize.calibration = calib.npy
+
+[model cnn-pc]
+source = cnn.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.per-channel = true
+
+[model cnn-dyn]
+source = cnn.onnx
+quantize = dynamic
+
+[model cnn-dynpc]
+source = cnn.onnx
+quantize = dynamic
+quantize.per-channel = true
+quantize.weights = uint8
+EOF
+"$Q" -C "$P" -j4 > "$TMPD/log1" 2>&1
+st=$?
+[ $st -eq 0 ] && pass "static and dynamic builds succeed" || fail "static and dynamic builds succeed" "status $st: $(grep 'quantmake:' "$TMPD/log1" | head -5)"
+B=$P/build
+
+# ---- every model: checker, onnxruntime, accuracy against float and ORT ----
+cat > "$TMPD/eval.py" <<'EOF'
+import contextlib, io, sys, numpy as np, onnx, onnxruntime as ort
+from onnxruntime.quantization import (quantize_static, quantize_dynamic, QuantFormat, QuantType,
+                                      CalibrationDataReader, CalibrationMethod)
+B, P, T = sys.argv[1], sys.argv[2], sys.argv[3]
+ort.set_default_logger_severity(3)
+t = np.load(P + "/test.npz"); x, y = t["input"], t["labels"]
+calib = np.load(P + "/calib.npy")
+
+def run(path):
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+    s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return s.run(None, {"input": x})[0]
+
+class Reader(CalibrationDataReader):
+    def __init__(self): self.it = iter([{"input": calib}])
+    def get_next(self): return next(self.it, None)
+
+QT = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8}
+def peer(src, mode, act="uint8", wt="int8", pc=False, method="minmax"):
+    dst = T + "/peer_%s_%s_%s_%d_%s.onnx" % (src.split("/")[-1], mode, act, pc, method)
+    if mode == "static":
+        cm = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
+              "entropy": CalibrationMethod.Entropy}[method]
+        extra = {"CalibPercentile": 99.9} if method == "percentile" else {}
+        quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, activation_type=QT[act],
+                        weight_type=QT[wt], per_channel=pc, calibrate_method=cm, extra_options=extra)
+    else:
+        quantize_dynamic(src, dst, weight_type=QT[wt], per_channel=pc)
+    return run(dst)
+
+acc = lambda o: float((o.argmax(1) == y).mean())
+sqnr = lambda ref, o: float(10 * np.log10((ref ** 2).sum() / max(((ref - o) ** 2).sum(), 1e-30)))
+fd, fc = run(P + "/digits.onnx"), run(P + "/cnn.onnx")
+cases = [  # model, float ref, mode, act, weights, per-channel, method
+    ("u8", fd, "static", "uint8", "int8", False, "minmax"),
+    ("s8", fd, "static", "int8", "int8", False, "minmax"),
+    ("pc", fd, "static", "uint8", "int8", True, "minmax"),
+    ("pct", fd, "static", "uint8", "int8", False, "percentile"),
+    ("ent", fd, "static", "uint8", "int8", False, "entropy"),
+    ("dyn", fd, "dynamic", "uint8", "int8", False, "minmax"),
+    ("cnn-pt", fc, "static", "uint8", "int8", False, "minmax"),
+    ("cnn-pc", fc, "static", "uint8", "int8", True, "minmax"),
+    ("cnn-dyn", fc, "dynamic", "uint8", "int8", False, "minmax"),
+    ("cnn-dynpc", fc, "dynamic", "uint8", "uint8", True, "minmax"),
+]
+for name, ref, mode, act, wt, pc, method in cases:
+    try:
+        ours = run("%s/%s/%s.onnx" % (B, name, name))
+    except Exception as e:
+        print("FAIL: %s passes onnx.checker and runs in onnxruntime: %s" % (name, str(e)[:200]))
+        continue
+    print("PASS: %s passes onnx.checker and runs in onnxruntime" % name)
+    src = P + ("/cnn.onnx" if name.startswith("cnn") else "/digits.onnx")
+    with contextlib.redirect_stdout(io.StringIO()):  # ORT's calibrators print
+        theirs = peer(src, mode, act, wt, pc, method)
+    if name.startswith("cnn"):
+        # random weights: compare output fidelity (SQNR vs float), not labels
+        a, b = sqnr(ref, ours), sqnr(ref, theirs)
+        msg = "%s SQNR vs float: quantmake %.1f dB, onnxruntime %.1f dB" % (name, a, b)
+        ok = a >= b - 1.0 and a > 25
+    else:
+        a, b, f = acc(ours), acc(theirs), acc(ref)
+        msg = "%s top-1: float %.4f, quantmake %.4f, onnxruntime %.4f" % (name, f, a, b)
+        ok = a >= b - 0.01 and a >= f - 0.02
+    print(("PASS: " if ok else "FAIL: ") + msg + ("" if ok else ": worse than onnxruntime or float"))
+
+# same scales and zero points as onnxruntime for the same tensors
+ours = {i.name: onnx.numpy_helper.to_array(i) for i in onnx.load(B + "/u8/u8.onnx").graph.initializer}
+theirs = {i.name: onnx.numpy_helper.to_array(i) for i in
+          onnx.load(T + "/peer_digits.onnx_static_uint8_0_minmax.onnx").graph.initializer}
+common = [k for k in ours if k in theirs and (k.endswith("_scale") or k.endswith("_zero_point"))]
+bad = [k for k in common if not np.allclose(ours[k], theirs[k], rtol=1e-6, atol=0)]
+print(("PASS: " if len(common) >= 8 and not bad else "FAIL: ") +
+      "scales and zero points match onnxruntime's (%d compared)" % len(common) + (": %s" % bad if bad else ""))
+EOF
+"$PY" "$TMPD/eval.py" "$B" "$P" "$TMPD" 2>"$TMPD/eval.err" || fail "evaluation script" "$(tail -3 "$TMPD/eval.err")"
+
+# ---- quant.json ----
+"$PY" - "$B" > "$TMPD/json.out" 2>&1 <<'EOF'
+import json, sys
+B = sys.argv[1]
+j = json.load(open(B + "/u8/quant.json"))
+st = {n["name"]: n["status"] for n in j["nodes"]}
+assert st == {"fc1": "quantized", "fc1_bias": "quantized", "relu1": "folded", "fc2": "quantized",
+              "fc2_bias": "quantized"}, st
+assert j["size_after"] < j["size_before"] / 2, (j["size_before"], j["size_after"])
+assert j["tensors"]["w1"]["type"] == "int8" and j["tensors"]["w1"]["zero_point"] == 0
+assert j["tensors"]["input"]["type"] == "uint8" and j["calibration_samples"] == 1
+assert json.load(open(B + "/s8/quant.json"))["calibration_samples"] == 4
+p = json.load(open(B + "/cnn-pc/quant.json"))
+assert p["tensors"]["cw"]["axis"] == 0 and len(p["tensors"]["cw"]["scale"]) == 6
+assert p["tensors"]["cb"]["type"] == "int32"
+d = json.load(open(B + "/cnn-dyn/quant.json"))
+conv = [n for n in d["nodes"] if n["name"] == "conv"][0]
+assert conv["status"] == "quantized" and "uint8" in conv["reason"], conv
+assert d["tensors"]["cw"]["type"] == "uint8"
+skipped = [n for n in d["nodes"] if n["status"] == "skipped"]
+assert skipped and all(n.get("reason") for n in skipped)
+# percentile and entropy clip activation ranges that minmax keeps whole
+mm = json.load(open(B + "/u8/quant.json"))["tensors"]
+for other in ("pct", "ent"):
+    o = json.load(open(B + "/%s/quant.json" % other))["tensors"]
+    acts = [k for k in ("h0", "h2", "z0") if k in o]
+    assert all(o[k]["scale"] <= mm[k]["scale"] * 1.0001 for k in acts), other
+    assert any(o[k]["scale"] < mm[k]["scale"] * 0.999 for k in acts), (other, [(o[k], mm[k]) for k in acts])
+print("ok")
+EOF
+grep -q '^ok$' "$TMPD/json.out" && pass "quant.json lists nodes, reasons, sizes, scales" || fail "quant.json lists nodes, reasons, sizes, scales" "$(tail -3 "$TMPD/json.out")"
+
+# ---- our interpreter runs the quantized models like onnxruntime ----
+"$PY" -c "import numpy as np; np.save('$TMPD/x.npy', np.load('$P/test.npz')['input'])"
+ok=1
+for m in u8 cnn-pc cnn-dyn; do
+	"$Q" run "$B/$m/$m.onnx" -i input="$TMPD/x.npy" -o "$TMPD/out-$m.npz" >/dev/null 2>"$TMPD/run.err" || ok=0
+done
+if [ $ok -eq 1 ] && "$PY" - "$B" "$TMPD" <<'EOF'
+import sys, numpy as np, onnxruntime as ort
+B, T = sys.argv[1:]
+x = np.load(T + "/x.npy")
+for m in ("u8", "cnn-pc", "cnn-dyn"):
+    ours = list(np.load("%s/out-%s.npz" % (T, m)).values())[0]
+    theirs = ort.InferenceSession("%s/%s/%s.onnx" % (B, m, m)).run(None, {"input": x})[0]
+    d = float(np.abs(ours - theirs).max())
+    assert d < 0.05 * float(np.abs(theirs).max()), (m, d)
+EOF
+then pass "quantmake run matches onnxruntime on quantized models"; else fail "quantmake run matches onnxruntime on quantized models" "$(tail -2 "$TMPD/run.err")"; fi
+
+# ---- statistics reused: only quantize reruns ----
+cp "$B/u8/u8.onnx" "$TMPD/u8-before.onnx"
+sed -i 's/^\[model u8\]$/[model u8]\nquantize.exclude-nodes = fc2/' "$P/rules/m.rules"
+"$Q" -C "$P" u8 > "$TMPD/log2" 2>&1
+if [ "$(runs_of "$TMPD/log2" quantize u8)" = 1 ] && [ "$(runs_of "$TMPD/log2" calibrate u8)" = 0 ] &&
+	grep -q '"name": "fc2", "op": "MatMul", "status": "skipped", "reason": "excluded by quantize.exclude-nodes"' "$B/u8/quant.json"; then
+	pass "changing exclude-nodes reruns quantize, not calibrate"
+else
+	fail "changing exclude-nodes reruns quantize, not calibrate" "$(cat "$TMPD/log2")"
+fi
+sed -i '/^quantize.exclude-nodes = fc2$/d' "$P/rules/m.rules"
+"$Q" -C "$P" u8 > "$TMPD/log3" 2>&1
+check "same inputs give the same bytes" cmp "$B/u8/u8.onnx" "$TMPD/u8-before.onnx"
+"$Q" -C "$P" -B u8 > "$TMPD/log4" 2>&1
+check "a forced rebuild gives the same bytes" cmp "$B/u8/u8.onnx" "$TMPD/u8-before.onnx"
+cp "$P/calib.npy" "$TMPD/calib.bak"
+"$PY" -c "import numpy as np; np.save('$P/calib.npy', np.load('$P/calib.npy')[:100])"
+"$Q" -C "$P" u8 > "$TMPD/log5" 2>&1
+[ "$(runs_of "$TMPD/log5" calibrate u8)" = 1 ] && pass "new calibration data reruns calibrate" || fail "new calibration data reruns calibrate" "$(cat "$TMPD/log5")"
+cp "$TMPD/calib.bak" "$P/calib.npy"
+
+# ---- bad input: a clear error and no model ----
+E=$TMPD/e
+mkdir -p "$E/rules" "$E/data/empty"
+cp "$P/digits.onnx" "$E/float.onnx"
+cp "$B/u8/u8.onnx" "$E/quantized.onnx"
+"$PY" - "$E" <<'EOF'
+import sys, numpy as np
+E = sys.argv[1]
+np.save(E + "/wrongshape.npy", np.zeros((5, 32), np.float32))
+np.save(E + "/wrongtype.npy", np.zeros((5, 64), np.int64))
+np.savez(E + "/wrongname.npz", pixels=np.zeros((5, 64), np.float32))
+np.save(E + "/good.npy", np.zeros((5, 64), np.float32))
+EOF
+"$PY" "$P/mkcnn.py" "$E/cnn11.onnx" 11
+bad() { # bad NAME STATUS PATTERN RULE-LINES...
+	name=$1 want=$2 pat=$3
+	shift 3
+	printf '[model m]\n' > "$E/rules/m.rules"
+	for l in "$@"; do printf '%s\n' "$l" >> "$E/rules/m.rules"; done
+	rm -rf "$E/build"
+	expect_err "$name" "$want" "$pat" "$Q" -C "$E"
+	if [ -e "$E/build/m/m.onnx" ]; then fail "$name: no model is written" "build/m/m.onnx exists"; fi
+}
+bad "calibration shape mismatch names input and shape" 1 "calibration sample 1: input 'input' is float \[5,32\], expected float \[batch,64\]" \
+	"source = float.onnx" "quantize = static" "quantize.calibration = wrongshape.npy"
+bad "calibration dtype mismatch" 1 "input 'input' is int64 \[5,64\], expected float \[batch,64\]" \
+	"source = float.onnx" "quantize = static" "quantize.calibration = wrongtype.npy"
+bad "calibration names no model input" 1 "no tensor for model input 'input' \(expected float \[batch,64\]\); the sample has 'pixels'" \
+	"source = float.onnx" "quantize = static" "quantize.calibration = wrongname.npz"
+bad "empty calibration set" 2 "quantize.calibration 'data/empty' matches no file: the calibration set is empty" \
+	"source = float.onnx" "quantize = static" "quantize.calibration = data/empty"
+bad "static without calibration" 2 "quantize = static needs quantize.calibration" \
+	"source = float.onnx" "quantize = static"
+bad "already quantized model" 1 "the model is already quantized: node '.*' is a (QuantizeLinear|DequantizeLinear)" \
+	"source = quantized.onnx" "quantize = dynamic"
+bad "unsupported op in quantize.ops" 1 "quantize.ops: LSTM cannot be quantized by static quantization" \
+	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.ops = MatMul LSTM"
+bad "unknown exclude-nodes name" 1 "quantize.exclude-nodes: the model has no node named 'fc9'" \
+	"source = float.onnx" "quantize = dynamic" "quantize.exclude-nodes = fc9"
+bad "unimplemented weight type is a rule error" 2 "quantize.weights = 'int4' is not valid: expected one of int8, uint8" \
+	"source = float.onnx" "quantize = dynamic" "quantize.weights = int4"
+bad "static qoperator is refused" 1 "quantize.format = qoperator is not implemented for quantize = static" \
+	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.format = qoperator"
+bad "per-channel needs opset 13" 1 "quantize.per-channel needs opset >= 13.*opset 11" \
+	"source = cnn11.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.per-channel = true"
+bad "everything excluded is an error" 1 "nothing to quantize" \
+	"source = float.onnx" "quantize = dynamic" "quantize.exclude-ops = MatMul"
+bad "quantize keys without quantize" 1 "model 'm' sets quantize.weights but not quantize = static \| dynamic" \
+	"source = float.onnx" "quantize.weights = uint8"
+bad "calibration with dynamic is refused" 1 "quantize.calibration is only used by quantize = static" \
+	"source = float.onnx" "quantize = dynamic" "quantize.calibration = good.npy"
+bad "static-only keys with dynamic are refused" 1 "quantize.method is only used by quantize = static" \
+	"source = float.onnx" "quantize = dynamic" "quantize.method = entropy"
+bad "percentile without the percentile method" 1 "quantize.percentile is only used by quantize.method = percentile" \
+	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.percentile = 99"

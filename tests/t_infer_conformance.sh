@@ -3,8 +3,11 @@
 # (Debian libonnx-testdata): every model of node, pytorch-converted,
 # pytorch-operator and simple has its output and value_info annotations
 # dropped, is inferred again, and must match what it declared (element type,
-# rank, every concrete dim). One case per model; tests/infer-skip.txt lists
-# models left out, one reason each. The closing cases check the rates: at
+# rank, every concrete dim); every concrete dim we infer for an output must
+# also be the real one of test_data_set_0/output_K.pb (so a wrong guess where
+# the model declares only a symbol fails too). One case per model;
+# tests/infer-skip.txt lists models left out, one reason each (an entry
+# whose model passes is a failure: stale). The closing cases check the rates: at
 # least 98% of the node models and all of the others.
 DATA=${INFER_TESTDATA:-/usr/share/libonnx-testdata/data}
 SKIPS="$ROOT/tests/infer-skip.txt"

@@ -346,6 +346,11 @@ rm "$B2/docs/link.txt"
 printf '\n[release t]\nmodels = relu\nname = {release}-{version}\n' >> "$B2/rules/main.rules"
 expect_err "an unknown name placeholder" 2 "rules/main.rules:[0-9]+: release 't': name '\{release\}-\{version\}' has an unknown placeholder" "$Q" -C "$B2" release t
 sed -i '/^\[release t\]/,$d' "$B2/rules/main.rules"
+echo "{}" > "$B2/MANIFEST.json"
+printf '\n[release mf]\nmodels = relu\nfiles = MANIFEST.json\n' >> "$B2/rules/main.rules"
+expect_err "a file called MANIFEST.json is refused" 2 "rules/main.rules:[0-9]+: release 'mf': a file called MANIFEST.json" "$Q" -C "$B2" release mf
+sed -i '/^\[release mf\]/,$d' "$B2/rules/main.rules"
+rm -f "$B2/MANIFEST.json"
 printf '\n[release d1]\nmodels = relu\nname = same\n\n[release d2]\nmodels = abs\nname = same\n' >> "$B2/rules/main.rules"
 expect_err "two releases writing one archive" 2 "release 'd2' would write 'dist/same.tar.gz' again" "$Q" -C "$B2" release d1 d2
 sed -i '/^\[release d1\]/,$d' "$B2/rules/main.rules"
@@ -360,12 +365,15 @@ st=$?
 head -c 67108864 /dev/urandom > "$B2/docs/blob.bin"
 "$Q" -C "$B2" release z > /dev/null 2>&1 &
 pid=$!
-sleep 2
+n=0
+# kill it once the temporary archive exists, i.e. while writing
+while [ $n -lt 200 ] && ! ls -A "$B2/dist" 2>/dev/null | grep -q '\.tmp-'; do sleep 0.05; n=$((n + 1)); done
+seen=$(ls -A "$B2/dist" 2>/dev/null)
 kill -TERM $pid 2>/dev/null
-wait $pid
+{ wait $pid; } 2>/dev/null
 st=$?
-[ $st -eq 143 ] && [ -z "$(ls -A "$B2/dist")" ] && pass "a release killed while writing leaves nothing in dist/" ||
-	fail "a release killed while writing leaves nothing in dist/" "status $st: $(ls -la "$B2/dist")"
+[ $st -eq 143 ] && [ -n "$seen" ] && [ -z "$(ls -A "$B2/dist")" ] && pass "a release killed while writing leaves nothing in dist/" ||
+	fail "a release killed while writing leaves nothing in dist/" "status $st, saw '$seen': $(ls -la "$B2/dist")"
 rm -f "$B2/docs/blob.bin"
 rm -rf "$B2/dist" && echo "a file, not a directory" > "$B2/dist"
 expect_err "an unusable dist/" 1 "release 'main': .*dist" "$Q" -C "$B2" release main

@@ -100,6 +100,16 @@ g10 = h.make_graph([h.make_node("Constant", [], ["c"], value=nh.from_array(np.ar
     [h.make_tensor_value_info("X", TP.FLOAT, [3])], [h.make_tensor_value_info("Y", TP.FLOAT, [3]),
      h.make_tensor_value_info("cw", TP.FLOAT, [3])], [nh.from_array(W, "W")])
 save(g10, "fold.onnx")
+# an unsupported operator inside a Loop body is found before anything runs
+badbody = h.make_graph([h.make_node("Identity", ["cond_in"], ["cond_out"]),
+    h.make_node("NoSuchOp", ["acc_in"], ["acc_out"], name="deep")], "badbody",
+    [h.make_tensor_value_info("i", TP.INT64, []), h.make_tensor_value_info("cond_in", TP.BOOL, []),
+     h.make_tensor_value_info("acc_in", TP.FLOAT, [3])],
+    [h.make_tensor_value_info("cond_out", TP.BOOL, []), h.make_tensor_value_info("acc_out", TP.FLOAT, [3])])
+g11 = h.make_graph([h.make_node("Relu", ["X"], ["R"]), h.make_node("Loop", ["trip", "", "R"], ["Y"], body=badbody, name="outer")],
+    "g11", [h.make_tensor_value_info("X", TP.FLOAT, [3])], [h.make_tensor_value_info("Y", TP.FLOAT, [3])],
+    [nh.from_array(np.array(2, np.int64), "trip")])
+save(g11, "badloop.onnx")
 # a longer chain (buffer reuse): 40 alternating Neg/Relu/Add
 nodes, prev = [], "X"
 for i in range(40):
@@ -154,6 +164,8 @@ run short_init.onnx -i X=x3.npy; fails initializer-short 1 "initializer 'W'\|ten
 run unsupported.onnx -i X=x3.npy --trace
 fails unsupported-op 1 "NoSuchOp-17 is not supported (node 'weird')"
 if grep -q "^tap:" out.txt; then echo "FAIL: unsupported-before-run: a node ran: $(head -1 out.txt)"; else echo "PASS: unsupported-before-run"; fi
+run badloop.onnx -i X=x3.npy --trace
+fails unsupported-in-subgraph 1 "node 'outer' (Loop), attribute 'body': NoSuchOp-17 is not supported (node 'deep')"
 run cycle.onnx -i X=x3.npy;     fails graph-cycle 1 "cycle through node 'n[12]'"
 run undefined.onnx -i X=x3.npy; fails graph-undefined 1 "node 'lost' (Add): input 'nowhere'"
 run --check add.onnx unsupported.onnx
@@ -191,6 +203,14 @@ else
 	echo "FAIL: lifetimes-free-dead-tensors: peak live activations '$pk' MiB, expected <= 0.05 (3 x 16 KiB)"
 fi
 pycheck buffer-reuse-chain "y = np.load('c.npz')['Y']; e = np.load('chain_expected.npy'); print('ok' if np.array_equal(y, e) else 'bad max diff %g' % abs(y - e).max())"
+# same thread count, same bytes: two processes with 2 threads
+if [ -f gen/cnn.onnx ] || "$PY" "$ROOT/bench/interp-models.py" gen > py.txt 2>&1; then
+	"$PY" -c "import numpy as np; np.save('cnn_x.npy', np.random.RandomState(3).randn(4, 3, 32, 32).astype(np.float32))"
+	run gen/cnn.onnx -i cnn_x.npy -t 2 -o d1.npz && run gen/cnn.onnx -i cnn_x.npy -t 2 -o d2.npz
+	if cmp -s d1.npz d2.npz; then echo "PASS: deterministic-threads"; else echo "FAIL: deterministic-threads: two runs with -t 2 differ $(cat err.txt)"; fi
+else
+	echo "FAIL: deterministic-threads: cannot build the CNN: $(tail -1 py.txt)"
+fi
 # samples: an npz with an extra (label) array, a test data set; taps gather ranges
 "$PY" -c "import numpy as np; x = np.load('x.npy'); np.savez('withlabels.npz', X=x * 2, labels=np.arange(2))"
 run add.onnx -s withlabels.npz -s set/test_data_set_0 --stats

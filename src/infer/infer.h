@@ -105,9 +105,11 @@ int vt_typed(const ValueType *t);
 /* ---- the conformance harness (check.c) ---- */
 
 /* Drop m's output and value_info annotations (graph input types stay), run
- * infer_model and compare the result with what m declared. Returns 1 when
- * everything matches, 0 on a mismatch (why says which tensor and both
- * types), -1 when inference failed (why holds the error). */
+ * infer_model and compare the result with what m declared; for a model in
+ * ONNX's test layout, concrete output dims must also match the real outputs
+ * in test_data_set_0. Returns 1 when everything matches, 0 on a mismatch
+ * (why says which tensor and both types), -1 when inference failed (why
+ * holds the error). */
 int infer_check_declared(Model *m, const InferOpts *o, StrBuf *why);
 
 #endif

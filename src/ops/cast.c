@@ -339,8 +339,15 @@ static int infer_cast_to(InferCtx *c, int to)
 	if (elem_infer_like(c, 0, 0, to) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
-	if (to == DT_INT64 && x->elem == DT_INT64 && x->symval && !x->value)
+	/* shape data survives int64 <-> int32 round trips (exporters cast shapes
+	 * to int32 and back before Expand/Reshape) when every known entry fits */
+	int isint = (to == DT_INT64 || to == DT_INT32) && (x->elem == DT_INT64 || x->elem == DT_INT32);
+	if (isint && x->symval && !x->value) {
+		for (int64_t i = 0; i < x->nsymval; i++)
+			if (x->symval[i].v > INT32_MAX)
+				return 0;
 		vt_put_symval(c->out[0], x->symval, x->nsymval);
+	}
 	return 0;
 }
 

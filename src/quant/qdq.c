@@ -185,7 +185,8 @@ static int quant_weight_input(Ctx *c, Onnx__NodeProto *n, size_t wi, int axis, Q
 	return 0;
 }
 
-/* int32 bias: scale = input scale x weight scale, zero point 0 */
+/* int32 bias: scale = input scale x weight scale, zero point 0; 1 when the
+ * bias is not 1-D (the caller quantizes it as a constant) */
 static int quant_bias(Ctx *c, Onnx__NodeProto *n, const Act *in, const QWeight *w)
 {
 	const char *name = n->input[2];
@@ -193,12 +194,10 @@ static int quant_bias(Ctx *c, Onnx__NodeProto *n, const Act *in, const QWeight *
 	Tensor b = {0};
 	if (tensor_from_proto(c->m, bp, &b) < 0)
 		return -1;
-	char lab[256];
 	if (b.dtype != DT_FLOAT || b.rank != 1 || (w->nch > 1 && b.dims[0] != w->nch)) {
-		int r = error("node '%s': bias '%s' is %s of rank %d, expected a 1-D float tensor", node_label(n, lab, sizeof lab),
-			      name, dtype_name(b.dtype), b.rank);
+		/* a bias of another shape ([1, N] say) is quantized as a constant */
 		tensor_free(&b);
-		return r;
+		return 1;
 	}
 	int64_t nch = w->nch, len = b.dims[0];
 	float *scales = xmalloc((size_t)nch * sizeof *scales);
@@ -326,12 +325,9 @@ static int quant_node(Ctx *c, Onnx__NodeProto *n)
 		return -1;
 	const char *b = node_input(n, 2);
 	if (b && strcmp(op, "MatMul") && is_float_init(c, b)) {
-		if (in0) {
-			if (quant_bias(c, n, in0, q) < 0)
-				return -1;
-		} else if (quant_const_input(c, n, 2) < 0) {
+		int r = in0 ? quant_bias(c, n, in0, q) : 1;
+		if (r < 0 || (r == 1 && quant_const_input(c, n, 2) < 0))
 			return -1;
-		}
 	}
 	return 1;
 }
@@ -468,11 +464,18 @@ int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, Quan
 		}
 	}
 	if (r == 0 && nq == 0) {
-		if (norig)
-			r = error("nothing to quantize: no node could be quantized (first node '%s', %s: %s)",
-				  node_label(orig[0], lab, sizeof lab), orig[0]->op_type, why[0] ? why[0] : "folded");
-		else
-			r = error("nothing to quantize: the graph has no nodes");
+		/* name up to three distinct reasons */
+		StrBuf sb = {0};
+		size_t shown = 0;
+		for (size_t i = 0; i < norig && shown < 3; i++) {
+			if (!why[i] || strstr(sb.buf ? sb.buf : "", why[i]))
+				continue;
+			sb_printf(&sb, "%s'%s': %s", shown ? "; " : "", node_label(orig[i], lab, sizeof lab), why[i]);
+			shown++;
+		}
+		r = error("nothing to quantize: none of the %zu nodes could be quantized (%s)", norig,
+			  sb.len ? sb.buf : "the graph has no nodes");
+		sb_release(&sb);
 	}
 	/* step 4 */
 	if (r == 0) {

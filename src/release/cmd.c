@@ -460,7 +460,10 @@ static int do_release(Ctx *c, const Section *r)
 		goto out;
 	}
 	if (entry_find(&l, "MANIFEST.json")) {
-		error("release '%s': a file called MANIFEST.json would replace the manifest", r->name);
+		const KV *kv = sec_find(r, "files");
+		error("%s:%d: release '%s': a file called MANIFEST.json would replace the manifest",
+		      kv ? kv->file : r->file, kv ? kv->line : r->line, r->name);
+		ret = 2;
 		goto out;
 	}
 	if (entries_digest(&l, ncpus()) < 0) {

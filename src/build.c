@@ -32,12 +32,13 @@
 #include "util.h"
 
 enum { A_PENDING, A_RUNNING, A_DONE, A_FAILED, A_SKIPPED };
-enum { EXIT_CORRUPT_INPUT = 3 };
+enum { EXIT_CORRUPT_INPUT = 3, EXIT_CORRUPT_REF = 4 };
 
 typedef struct Action {
 	Section *model;
 	const Stage *stage;
 	struct Action *in;     /* upstream action giving the input model */
+	struct Action *ref;    /* action giving the reference model, or NULL */
 	int last;              /* final action of its model */
 	int needed;            /* required by the targets */
 	int target;            /* materialized into the build directory */
@@ -180,6 +181,19 @@ static int expand_model(Build *b, Section *m, PtrVec *stack)
 	}
 	if (prev)
 		prev->last = 1;
+	for (size_t i = b->nacts - nstages; i < b->nacts; i++) {
+		Action *a = b->acts[i];
+		if (!a->stage->reference_of)
+			continue;
+		for (size_t j = b->nacts - nstages; j < b->nacts; j++)
+			if (!strcmp(b->acts[j]->stage->name, a->stage->reference_of))
+				a->ref = b->acts[j]->in;
+		if (!a->ref) {
+			error("%s:%d: model '%s': stage %s needs a %s stage to compare against", m->file, m->line,
+			      m->name, a->stage->name, a->stage->reference_of);
+			return -1;
+		}
+	}
 	/* index + 1 of the model's first action (b->acts moves as it grows) */
 	m->user = (void *)(uintptr_t)(b->nacts - nstages + 1);
 	return 0;
@@ -197,8 +211,11 @@ static int expand(Build *b)
 
 static void need(Action *a)
 {
-	for (; a && !a->needed; a = a->in)
+	for (; a && !a->needed; a = a->in) {
 		a->needed = 1;
+		if (a->ref)
+			need(a->ref);
+	}
 }
 
 static int mark(Build *b, int ntargets, char **targets)
@@ -286,6 +303,14 @@ static int make_key(Build *b, Action *a)
 			sb_puts(&sb, hash_hex(a->in->rec.outs[i].h, hex));
 			sb_putc(&sb, ' ');
 			sb_puts(&sb, a->in->rec.outs[i].name);
+			sb_putc(&sb, '\n');
+		}
+	if (a->ref)
+		for (size_t i = 0; i < a->ref->rec.nouts; i++) {
+			sb_puts(&sb, "reference ");
+			sb_puts(&sb, hash_hex(a->ref->rec.outs[i].h, hex));
+			sb_putc(&sb, ' ');
+			sb_puts(&sb, a->ref->rec.outs[i].name);
 			sb_putc(&sb, '\n');
 		}
 	if (a->stage->declared_inputs) {
@@ -432,6 +457,26 @@ static int list_outputs(const char *dir, const char *rel, PtrVec *names)
 	return r;
 }
 
+/* Fetch the outputs of action src into dir (verifying their hashes); *first
+ * gets the path of its main output. -2 when an object is corrupt or missing. */
+static int fetch_outputs(Build *b, const Action *src, const char *dir, char **first)
+{
+	for (size_t i = 0; i < src->rec.nouts; i++) {
+		const ActionOut *o = &src->rec.outs[i];
+		char *dst = path_join(dir, o->name), *dd = path_dir(dst);
+		int r = mkdirs(dd);
+		if (r == 0)
+			r = cache_fetch(b->cache, o->h, dst, 0444);
+		if (r == 0 && i == 0)
+			*first = xstrdup(dst);
+		free(dst);
+		free(dd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static _Noreturn void child_main(Build *b, Action *a)
 {
 	double t0 = now_sec();
@@ -451,24 +496,19 @@ static _Noreturn void child_main(Build *b, Action *a)
 	char *indir = path_join(tmp, "in"), *outdir = path_join(tmp, "out");
 	if (mkdirs(indir) < 0 || mkdirs(outdir) < 0)
 		fatalx(1, "%s: %s", lab, errmsg());
-	char *input = NULL;
-	if (a->in) {
-		for (size_t i = 0; i < a->in->rec.nouts; i++) {
-			const ActionOut *o = &a->in->rec.outs[i];
-			char *dst = path_join(indir, o->name), *dd = path_dir(dst);
-			int r = mkdirs(dd);
-			if (r == 0)
-				r = cache_fetch(b->cache, o->h, dst, 0444);
-			if (r < 0) {
-				fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
-				rmtree(tmp);
-				_exit(r == -2 ? EXIT_CORRUPT_INPUT : 1);
-			}
-			if (i == 0)
-				input = xstrdup(dst);
-			free(dst);
-			free(dd);
-		}
+	char *input = NULL, *reference = NULL;
+	int fr = a->in ? fetch_outputs(b, a->in, indir, &input) : 0;
+	if (fr == 0 && a->ref) {
+		char *refdir = path_join(tmp, "ref");
+		fr = fetch_outputs(b, a->ref, refdir, &reference);
+		free(refdir);
+		if (fr == -2)
+			fr = -3;
+	}
+	if (fr < 0) {
+		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
+		rmtree(tmp);
+		_exit(fr == -2 ? EXIT_CORRUPT_INPUT : fr == -3 ? EXIT_CORRUPT_REF : 1);
 	}
 	PtrVec deps = {0};
 	char *output = xasprintf("%s/%s.onnx", outdir, a->model->name);
@@ -477,6 +517,7 @@ static _Noreturn void child_main(Build *b, Action *a)
 		.root = b->p->root,
 		.sec = a->model,
 		.input = input,
+		.reference = reference,
 		.outdir = outdir,
 		.output = output,
 		.deps = &deps,
@@ -691,12 +732,15 @@ static void finish(Build *b, Action *a, int status)
 		printf("[%zu/%zu] %s %s (%.2fs)\n", b->done, b->total, a->stage->name, a->model->name, dt);
 		if (a->log.len)
 			fputs(a->log.buf, stdout);
-	} else if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_CORRUPT_INPUT && a->in && a->tries < 2) {
-		/* an input object was corrupt: rebuild the upstream action */
+	} else if (WIFEXITED(status) && a->tries < 2 &&
+		   ((WEXITSTATUS(status) == EXIT_CORRUPT_INPUT && a->in) ||
+		    (WEXITSTATUS(status) == EXIT_CORRUPT_REF && a->ref))) {
+		/* an input object was corrupt or gone: rebuild the action that made it */
+		Action *up = WEXITSTATUS(status) == EXIT_CORRUPT_INPUT ? a->in : a->ref;
 		fputs(a->log.buf ? a->log.buf : "", stderr);
-		fprintf(stderr, "%s: rebuilding %s:%s\n", argv0, a->in->model->name, a->in->stage->name);
-		invalidate(b, a->in);
-		a->in->tries++;
+		fprintf(stderr, "%s: rebuilding %s:%s\n", argv0, up->model->name, up->stage->name);
+		invalidate(b, up);
+		up->tries++;
 		a->state = A_PENDING;
 		a->tries++;
 	} else {
@@ -842,7 +886,7 @@ static int run_loop(Build *b)
 			Action *a = b->acts[i];
 			if (!a->needed || a->state != A_PENDING)
 				continue;
-			if (a->in && a->in->state != A_DONE)
+			if ((a->in && a->in->state != A_DONE) || (a->ref && a->ref->state != A_DONE))
 				continue;
 			if (b->failed && !b->o->keep_going)
 				continue;
@@ -1095,6 +1139,9 @@ int build_graph(Project *p, const BuildOpts *o, int ntargets, char **targets)
 		if (a->in)
 			printf("\t\"%s:%s\" -> \"%s:%s\";\n", a->in->model->name, a->in->stage->name,
 			       a->model->name, a->stage->name);
+		if (a->ref)
+			printf("\t\"%s:%s\" -> \"%s:%s\" [style=dashed];\n", a->ref->model->name,
+			       a->ref->stage->name, a->model->name, a->stage->name);
 	}
 	printf("}\n");
 	teardown(&b);

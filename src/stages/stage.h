@@ -48,6 +48,10 @@ typedef struct Stage {
 	 * appended to files (hashed into the key); may be NULL */
 	int (*declared_inputs)(const struct Section *sec, const char *root, PtrVec *files);
 	int (*run)(StageCtx *c);  /* 0 or -1 after error() */
+	/* when set, the stage also receives a reference model: the input of
+	 * this other stage of the same model (verify compares the quantized
+	 * model against the float model that quantize started from) */
+	const char *reference_of;
 } Stage;
 
 /* all stages in pipeline order, NULL-terminated */

@@ -18,6 +18,9 @@ if [ -z "$QUANTMAKE" ]; then
 	QUANTMAKE="$ROOT/obj/bench-release/quantmake"
 fi
 "$PY" -c 'import onnx, numpy' 2>/dev/null || { echo "bench: onnx/numpy missing (sh scripts/venv.sh)" >&2; exit 1; }
+for t in /usr/bin/time bc zstd gzip tar git; do
+	command -v $t > /dev/null || { echo "bench: $t is missing (Debian packages time, bc, zstd, gzip, tar, git)" >&2; exit 1; }
+done
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 P=$T/proj

@@ -620,6 +620,11 @@ static int start(Build *b, Action *a)
 	a->state = A_RUNNING;
 	a->start = now_sec();
 	clock_gettime(CLOCK_REALTIME, &a->start_real);
+	if (b->tty) {
+		/* a terminal shows what runs now on one line, replaced as it goes */
+		printf("\r\033[K[%zu/%zu] %s %s ...", b->done, b->total, a->stage->name, a->model->name);
+		fflush(stdout);
+	}
 	sb_reset(&a->log);
 	return 0;
 }
@@ -717,6 +722,8 @@ static void finish(Build *b, Action *a, int status)
 		a->fd = -1;
 	}
 	int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	if (b->tty)
+		fputs("\r\033[K", stdout);
 	if (ok && cache_get_action(b->cache, a->key, &a->rec) == 1) {
 		a->have_rec = 1;
 		for (size_t i = 0; i < a->rec.ndeps; i++) {
@@ -1062,6 +1069,7 @@ int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
 	free(logpath);
 	for (size_t i = 0; i < b.nacts; i++)
 		b.total += b.acts[i]->needed;
+	b.tty = isatty(1) && !o->dry_run && getenv("CI") == NULL;
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0)
 		fatalx(1, "cannot create a pipe:");

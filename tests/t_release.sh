@@ -275,9 +275,10 @@ mkdir -p "$N" && (cd "$P" && tar cf - --exclude=.git --exclude=dist --exclude=bu
 expect_err "outside git: a warning" 0 "warning: .*not in a git repository: stamping the release 'unknown'" "$Q" -C "$N" release main
 tar xzf "$N/dist/main-unknown.tar.gz" -O main-unknown/MANIFEST.json 2>/dev/null | grep -q '"commit": "unknown"' &&
 	pass "outside git: stamped unknown" || fail "outside git: stamped unknown" "$(ls "$N/dist")"
-rm -rf "$N/dist"
+rm -rf "$N/dist" "$N/build" "$N/cache"
 expect_err "outside git: an error under --require-git" 1 "not in a git repository: cannot stamp the release" "$Q" -C "$N" release --require-git main
-[ ! -e "$N/dist/main-unknown.tar.gz" ] && pass "--require-git leaves no archive" || fail "--require-git leaves no archive"
+[ ! -e "$N/dist" ] && [ ! -e "$N/build" ] && pass "--require-git refuses before building: no build, no archive" ||
+	fail "--require-git refuses before building: no build, no archive" "$(ls "$N")"
 
 # ---- tampered archives ----
 cat > "$TMPD/tamper.py" <<'PY'

@@ -154,6 +154,9 @@ run add.onnx -d set/test_data_set_0 --compare set/test_data_set_0
 [ $? -eq 0 ] && expect run-compare-match "outputs match" out.txt || echo "FAIL: run-compare-match: $(cat err.txt)"
 run add.onnx -d bad/test_data_set_0 --compare bad/test_data_set_0
 fails run-compare-mismatch 1 "mismatch: output 'Y': element 5 \[1,2\]: got 9, expected 9.01"
+run add.onnx -d bad/test_data_set_0 --compare bad/test_data_set_0 --rtol 1e-2
+[ $? -eq 0 ] && expect run-compare-rtol "outputs match" out.txt || echo "FAIL: run-compare-rtol: $(cat err.txt)"
+run add.onnx -d bad/test_data_set_0 --compare bad/test_data_set_0 --atol x; fails run-compare-bad-tol 2 "--atol needs a non-negative number, got 'x'"
 run add.onnx -i Xx=x.npy;      fails input-wrong-name 2 "no input 'Xx' (did you mean 'X'?)"
 run add.onnx -i X=x_i64.npy;   fails input-wrong-dtype 2 "input 'X': expected float \[N,3\], got int64 \[2,3\]"
 run add.onnx -i X=x_shape.npy; fails input-wrong-shape 2 "input 'X': expected float \[N,3\], got float \[2,4\]"

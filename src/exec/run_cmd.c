@@ -28,13 +28,13 @@
 #include "onnx/model.h"
 #include "util.h"
 
-#define RTOL 1e-3
-#define ATOL 1e-5
+/* tolerances of --compare and the conformance driver (--rtol, --atol) */
+static double cmp_rtol = 1e-3, cmp_atol = 1e-5;
 
-static void run_usage(void)
+static void run_usage(FILE *f)
 {
-	fprintf(stderr, "usage: quantmake run MODEL [-i [NAME=]FILE]... [-d TEST_DATA_SET_DIR] [-o OUT.npz]\n"
-			"                     [--compare DIR] [--bench N] [-t THREADS] [-q] [--trace]\n"
+	fprintf(f, "usage: quantmake run MODEL [-i [NAME=]FILE]... [-d TEST_DATA_SET_DIR] [-o OUT.npz]\n"
+			"                     [--compare DIR [--rtol R] [--atol A]] [--bench N] [-t THREADS] [-q] [--trace]\n"
 			"       quantmake run MODEL -s SAMPLES... [--stats]   (files, dirs, globs of .npy/.npz/.pb)\n"
 			"       quantmake run --check MODEL...\n");
 }
@@ -58,7 +58,7 @@ static int compare_dir(Interp *ip, const char *dir, const Tensor *out, size_t no
 		char w[512];
 		if (out[i].dtype == DT_BFLOAT16 && want.t[i].dtype == DT_UINT16)
 			want.t[i].dtype = DT_BFLOAT16; /* see read_testset_inputs */
-		if (tensor_compare(&out[i], &want.t[i], RTOL, ATOL, &cr, w, sizeof w)) {
+		if (tensor_compare(&out[i], &want.t[i], cmp_rtol, cmp_atol, &cr, w, sizeof w)) {
 			snprintf(why, whysize, "output '%s': %s", interp_output_name(ip, i), w);
 			r = 1;
 		}
@@ -402,7 +402,7 @@ int cmd_run(int argc, char **argv)
 		const char *a = argv[i];
 		int more = i + 1 < argc;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			run_usage();
+			run_usage(stdout);
 			rc = 0;
 			goto out;
 		} else if ((!strcmp(a, "-i") || !strcmp(a, "--input")) && more) {
@@ -420,6 +420,14 @@ int cmd_run(int argc, char **argv)
 			outpath = argv[++i];
 		} else if (!strcmp(a, "--compare") && more) {
 			cmpdir = argv[++i];
+		} else if ((!strcmp(a, "--rtol") || !strcmp(a, "--atol")) && more) {
+			char *end;
+			double v = strtod(argv[++i], &end);
+			if (*end || end == argv[i] || !(v >= 0)) {
+				fprintf(stderr, "%s: %s needs a non-negative number, got '%s'\n", argv0, a, argv[i]);
+				goto out;
+			}
+			*(a[2] == 'r' ? &cmp_rtol : &cmp_atol) = v;
 		} else if (!strcmp(a, "--bench") && more) {
 			bench = atoi(argv[++i]);
 			if (bench <= 0) {
@@ -483,11 +491,11 @@ int cmd_run(int argc, char **argv)
 			model_free(m);
 		}
 		if (rest.n == 0)
-			run_usage(), rc = 2;
+			run_usage(stderr), rc = 2;
 		goto out;
 	}
 	if (rest.n != 1) {
-		run_usage();
+		run_usage(stderr);
 		goto out;
 	}
 	model = rest.v[0];

@@ -250,7 +250,6 @@ int quant_dynamic(Model *m, const QuantOpts *o, QuantReport *rep)
 	Onnx__NodeProto **orig = xcalloc(norig ? norig : 1, sizeof *orig);
 	memcpy(orig, g->node, norig * sizeof *orig);
 	int *gone = xcalloc(norig ? norig : 1, sizeof *gone);
-	PtrVec weights = {0};
 	int r = 0;
 	char lab[256];
 	for (size_t i = 0; i < norig && r == 0; i++) {
@@ -271,7 +270,6 @@ int quant_dynamic(Model *m, const QuantOpts *o, QuantReport *rep)
 		if (q == 1) {
 			gone[i] = 1;
 			nq++;
-			pv_push(&weights, n->input[1]);
 			qc_report_node(rep, n, "quantized", !strcmp(n->op_type, "Conv") ?
 				       "ConvInteger with uint8 weights (the only ConvInteger onnxruntime runs)" : NULL);
 		} else if (q == 0) {
@@ -313,7 +311,6 @@ int quant_dynamic(Model *m, const QuantOpts *o, QuantReport *rep)
 	for (size_t i = 0; i < c.dql.n; i++)
 		free(c.dql.v[i]);
 	pv_free(&c.dql);
-	pv_free(&weights);
 	free(orig);
 	free(gone);
 	return r;

@@ -7,7 +7,9 @@
  *      the clip point) and the Relu/Clip node goes;
  *   3. for every input of a quantized node: a weight (Conv/Gemm/MatMul
  *      input 1, an initializer) becomes W_quantized + DequantizeLinear; a
- *      Conv/Gemm bias becomes int32 with scale = input scale x weight scale;
+ *      Conv/Gemm bias, and the 1-D constant an Add adds to a quantized
+ *      MatMul's output (read by nothing else), becomes int32 with scale =
+ *      input scale x weight scale, and that MatMul output is not rounded;
  *      any other float initializer is quantized with the activation type; a
  *      computed float tensor gets one QuantizeLinear/DequantizeLinear pair
  *      with its calibrated range, shared by all quantized consumers;
@@ -56,6 +58,12 @@ typedef struct Ctx {
 	Onnx__NodeProto **pre;   /* weight/constant DequantizeLinear nodes */
 	size_t npre;
 	PtrVec biases;           /* float biases replaced by int32 ones */
+	struct MatMulOut {       /* quantized MatMuls: output, input scale, weight */
+		const Onnx__NodeProto *node;
+		float in_scale;
+		size_t w;            /* index into wq */
+	} *mm;
+	size_t nmm;
 	PtrVec wdone;            /* weight names already quantized ... */
 	PtrVec wdq;              /* ... and their DequantizeLinear outputs */
 	QWeight *wq;             /* ... and parameters (parallel to wdone) */
@@ -106,7 +114,7 @@ static Act *act_get(Ctx *c, const char *name)
 	memset(a, 0, sizeof *a);
 	a->name = xstrdup(name);
 	a->dq = xasprintf("%s_DequantizeLinear_Output", name);
-	a->p = qparams_compute(lo, hi, c->o->act_type, 0, 0);
+	a->p = qparams_compute(lo, hi, c->o->act_type, c->o->act_symmetric, 0);
 	qc_report_tensor(c->rep, name, a->p.dtype, 1, &a->p.scale, &a->p.zero_point, -1);
 	return a;
 }
@@ -187,9 +195,9 @@ static int quant_weight_input(Ctx *c, Onnx__NodeProto *n, size_t wi, int axis, Q
 
 /* int32 bias: scale = input scale x weight scale, zero point 0; 1 when the
  * bias is not 1-D (the caller quantizes it as a constant) */
-static int quant_bias(Ctx *c, Onnx__NodeProto *n, const Act *in, const QWeight *w)
+static int quant_bias(Ctx *c, Onnx__NodeProto *n, size_t bi, float in_scale, const QWeight *w)
 {
-	const char *name = n->input[2];
+	const char *name = n->input[bi];
 	const Onnx__TensorProto *bp = qg_init(c->g, name);
 	Tensor b = {0};
 	if (tensor_from_proto(c->m, bp, &b) < 0)
@@ -204,7 +212,7 @@ static int quant_bias(Ctx *c, Onnx__NodeProto *n, const Act *in, const QWeight *
 	int32_t *zps = xcalloc((size_t)nch, sizeof *zps);
 	int32_t *q = xmalloc((size_t)(len ? len : 1) * sizeof *q);
 	for (int64_t k = 0; k < nch; k++)
-		scales[k] = in->p.scale * w->scales[k];
+		scales[k] = in_scale * w->scales[k];
 	for (int64_t i = 0; i < len; i++) {
 		float s = scales[nch > 1 ? i : 0];
 		double v = nearbyint((double)((float *)b.data)[i] / s);
@@ -221,7 +229,7 @@ static int quant_bias(Ctx *c, Onnx__NodeProto *n, const Act *in, const QWeight *
 	push_dq(c, qn, qn, sn, zn, dqout, axis);
 	qc_report_tensor(c->rep, name, DT_INT32, nch, scales, zps, axis);
 	pv_push(&c->biases, xstrdup(name));
-	qg_set_input(n, 2, dqout);
+	qg_set_input(n, bi, dqout);
 	free(dqout);
 	free(b1);
 	free(b2);
@@ -247,7 +255,7 @@ static int quant_const_input(Ctx *c, Onnx__NodeProto *n, size_t i)
 			return 0;
 		}
 	QWeight q;
-	if (qc_quant_weight(c->m, c->g, qg_init(c->g, name), c->o->act_type, 0, 0, -1, &q) < 0)
+	if (qc_quant_weight(c->m, c->g, qg_init(c->g, name), c->o->act_type, c->o->act_symmetric, 0, -1, &q) < 0)
 		return -1;
 	char *dqout = xasprintf("%s_DequantizeLinear_Output", name);
 	push_dq(c, name, q.qname, q.sname, q.zname, dqout, -1);
@@ -266,10 +274,47 @@ static int is_float_init(Ctx *c, const char *name)
 	return t && t->data_type == DT_FLOAT;
 }
 
+/* Add(MatMul output, 1-D bias) where the MatMul was quantized and its
+ * output feeds only this Add: the bias becomes int32 with scale = MatMul
+ * input scale x weight scale (as Conv and Gemm biases) and the MatMul output
+ * stays unrounded. 1 done, 0 not this pattern, -1 error. */
+static int matmul_bias(Ctx *c, Onnx__NodeProto *n)
+{
+	if (strcmp(n->op_type, "Add") || n->n_input != 2)
+		return 0;
+	for (size_t bi = 0; bi < 2; bi++) {
+		const char *x = n->input[1 - bi], *b = n->input[bi];
+		const Onnx__TensorProto *bp = qg_init(c->g, b);
+		if (!bp || bp->data_type != DT_FLOAT || bp->n_dims != 1 || qg_init(c->g, x) || qg_is_output(c->g, x))
+			continue;
+		for (size_t k = 0; k < c->nmm; k++) {
+			const Onnx__NodeProto *mm = c->mm[k].node;
+			if (strcmp(mm->output[0], x))
+				continue;
+			int only = 1;
+			for (size_t i = 0; i < c->g->n_node && only; i++)
+				for (size_t j = 0; j < c->g->node[i]->n_input; j++)
+					if (c->g->node[i] != n && !strcmp(c->g->node[i]->input[j], x))
+						only = 0;
+			const QWeight *w = &c->wq[c->mm[k].w];
+			const Onnx__TensorProto *wp = qg_init(c->g, w->qname);
+			int64_t ncols = wp && wp->n_dims ? wp->dims[wp->n_dims - 1] : -1;
+			if (!only || bp->dims[0] != ncols)
+				return 0;
+			int r = quant_bias(c, n, bi, c->mm[k].in_scale, w);
+			return r < 0 ? -1 : r == 0;
+		}
+	}
+	return 0;
+}
+
 /* quantize the inputs of node n; 1 when something was quantized */
 static int quant_node(Ctx *c, Onnx__NodeProto *n)
 {
 	const char *op = n->op_type;
+	int mb = matmul_bias(c, n);
+	if (mb != 0)
+		return mb;
 	size_t lim = quant_all_inputs(op) ? n->n_input : (n->n_input ? 1 : 0);
 	int any = 0;
 	Act *in0 = NULL;
@@ -323,9 +368,13 @@ static int quant_node(Ctx *c, Onnx__NodeProto *n)
 	QWeight *q;
 	if (quant_weight_input(c, n, 1, axis, &q) < 0)
 		return -1;
+	if (!strcmp(op, "MatMul") && in0) {
+		c->mm = xreallocarray(c->mm, c->nmm + 1, sizeof *c->mm);
+		c->mm[c->nmm++] = (struct MatMulOut){n, in0->p.scale, (size_t)(q - c->wq)};
+	}
 	const char *b = node_input(n, 2);
 	if (b && strcmp(op, "MatMul") && is_float_init(c, b)) {
-		int r = in0 ? quant_bias(c, n, in0, q) : 1;
+		int r = in0 ? quant_bias(c, n, 2, in0->p.scale, q) : 1;
 		if (r < 0 || (r == 1 && quant_const_input(c, n, 2) < 0))
 			return -1;
 	}
@@ -389,6 +438,7 @@ static void ctx_free(Ctx *c)
 	pv_free(&c->biases);
 	pv_free(&c->wdq);
 	free(c->wq);
+	free(c->mm);
 }
 
 int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep)

@@ -4,7 +4,8 @@
  * pairs with per-tensor scales from calibration statistics (calib.h); the
  * weights of Conv, Gemm and MatMul become quantized initializers followed by
  * DequantizeLinear (per tensor, or per output channel); the bias of Conv and
- * Gemm becomes int32 with scale = input scale x weight scale; Relu and Clip
+ * Gemm (and of MatMul + Add) becomes int32 with scale = input scale x weight
+ * scale; Relu and Clip
  * after a quantized node are folded into that node's output range.
  *
  * Dynamic (quant_dynamic): the weights of MatMul, Gemm and Conv are
@@ -28,6 +29,7 @@
 typedef struct QuantOpts {
 	int weight_type;         /* DT_INT8 or DT_UINT8 */
 	int act_type;            /* DT_UINT8 or DT_INT8 (static) */
+	int act_symmetric;       /* symmetric activation ranges (static) */
 	int per_channel;
 	int reduce_range;
 	int method;              /* CALIB_* (static) */

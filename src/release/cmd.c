@@ -627,32 +627,7 @@ int cmd_release(Project *p, const BuildOpts *o, int argc, char **argv)
 		free(rel);
 		return 2;
 	}
-	/* build what the releases need */
-	PtrVec targets = {0};
-	for (size_t i = 0; i < nrel; i++) {
-		PtrVec w = {0};
-		split_words(sec_get(rel[i], "models"), &w);
-		for (size_t j = 0; j < w.n; j++) {
-			int dup = 0;
-			for (size_t k = 0; k < targets.n; k++)
-				dup |= !strcmp(targets.v[k], w.v[j]);
-			if (dup)
-				free(w.v[j]);
-			else
-				pv_push(&targets, w.v[j]);
-		}
-		pv_free(&w);
-	}
-	status = build_run(p, o, (int)targets.n, (char **)targets.v);
-	free_words(&targets);
-	/* the build's signal handlers only serve its own loop */
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-	signal(SIGHUP, SIG_DFL);
-	if (status != 0) {
-		free(rel);
-		return status;
-	}
+	/* the stamp first: a refused release builds nothing */
 	Stamp s;
 	char *why = NULL;
 	if (stamp_read(p->root, &s, &why) < 0) {
@@ -680,7 +655,39 @@ int cmd_release(Project *p, const BuildOpts *o, int argc, char **argv)
 		status = 1;
 	}
 	free(why);
-	if (status == 0 && o->dry_run) {
+	if (status != 0) {
+		stamp_free(&s);
+		free(rel);
+		return status;
+	}
+	/* build what the releases need */
+	PtrVec targets = {0};
+	for (size_t i = 0; i < nrel; i++) {
+		PtrVec w = {0};
+		split_words(sec_get(rel[i], "models"), &w);
+		for (size_t j = 0; j < w.n; j++) {
+			int dup = 0;
+			for (size_t k = 0; k < targets.n; k++)
+				dup |= !strcmp(targets.v[k], w.v[j]);
+			if (dup)
+				free(w.v[j]);
+			else
+				pv_push(&targets, w.v[j]);
+		}
+		pv_free(&w);
+	}
+	status = build_run(p, o, (int)targets.n, (char **)targets.v);
+	free_words(&targets);
+	/* the build's signal handlers only serve its own loop */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	if (status != 0) {
+		stamp_free(&s);
+		free(rel);
+		return status;
+	}
+	if (o->dry_run) {
 		/* -n: name the archives, write nothing */
 		for (size_t i = 0; status == 0 && i < nrel; i++) {
 			char *base;

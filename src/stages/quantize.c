@@ -20,6 +20,8 @@ static const StageParam params[] = {
 	 "weight type (int8 symmetric -127..127, uint8 asymmetric); ConvInteger always gets uint8"},
 	{"quantize.activations", PARAM_ENUM, "uint8|int8", "uint8", 1,
 	 "activation type of static quantization (asymmetric)"},
+	{"quantize.symmetric-activations", PARAM_BOOL, NULL, "false", 1,
+	 "static: symmetric activation ranges (zero point 0 for int8, 128 for uint8)"},
 	{"quantize.per-channel", PARAM_BOOL, NULL, "false", 1,
 	 "one weight scale per output channel (static needs opset >= 13)"},
 	{"quantize.reduce-range", PARAM_BOOL, NULL, "false", 1,
@@ -96,7 +98,7 @@ static int run(StageCtx *c)
 		return error("model '%s': quantize.format = %s is not implemented for quantize = dynamic: use qoperator",
 			     c->model, fmt);
 	static const char *const static_only[] = {"quantize.calibration", "quantize.activations", "quantize.method",
-						  "quantize.percentile", NULL};
+						  "quantize.percentile", "quantize.symmetric-activations", NULL};
 	for (size_t i = 0; dynamic && static_only[i]; i++)
 		if (sec_get(c->sec, static_only[i]))
 			return error("model '%s': %s is only used by quantize = static", c->model, static_only[i]);
@@ -104,6 +106,7 @@ static int run(StageCtx *c)
 	QuantOpts o = {
 		.weight_type = !strcmp(stage_param_value(c->sec, "quantize.weights"), "uint8") ? DT_UINT8 : DT_INT8,
 		.act_type = !strcmp(stage_param_value(c->sec, "quantize.activations"), "int8") ? DT_INT8 : DT_UINT8,
+		.act_symmetric = is_true(stage_param_value(c->sec, "quantize.symmetric-activations")),
 		.per_channel = is_true(stage_param_value(c->sec, "quantize.per-channel")),
 		.reduce_range = is_true(stage_param_value(c->sec, "quantize.reduce-range")),
 		.method = !strcmp(meth, "percentile") ? CALIB_PERCENTILE : !strcmp(meth, "entropy") ? CALIB_ENTROPY
@@ -141,8 +144,8 @@ static int run(StageCtx *c)
 		sb_printf(&sb, ",\n  \"mode\": \"%s\",\n  \"format\": \"%s\"", mode, dynamic ? "qoperator" : "qdq");
 		sb_printf(&sb, ",\n  \"weights\": \"%s\"", o.weight_type == DT_INT8 ? "int8" : "uint8");
 		if (!dynamic) {
-			sb_printf(&sb, ",\n  \"activations\": \"%s\",\n  \"method\": \"%s\"",
-				  o.act_type == DT_INT8 ? "int8" : "uint8", meth);
+			sb_printf(&sb, ",\n  \"activations\": \"%s\",\n  \"symmetric_activations\": %s,\n  \"method\": \"%s\"",
+				  o.act_type == DT_INT8 ? "int8" : "uint8", o.act_symmetric ? "true" : "false", meth);
 			if (o.method == CALIB_PERCENTILE)
 				sb_printf(&sb, ",\n  \"percentile\": %.17g", o.percentile);
 			sb_printf(&sb, ",\n  \"calibration_samples\": %llu", (unsigned long long)stats->nsamples);

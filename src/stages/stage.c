@@ -9,6 +9,7 @@
 const Stage *const stage_table[] = {
 	&stage_export,
 	&stage_infer_shapes,
+	&stage_preprocess,
 	&stage_calibrate,
 	&stage_quantize,
 	NULL,

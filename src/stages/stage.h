@@ -69,6 +69,7 @@ int stage_param_check(const StageParam *p, const char *value);
 /* the individual stages */
 extern const Stage stage_export;
 extern const Stage stage_infer_shapes;
+extern const Stage stage_preprocess;
 extern const Stage stage_calibrate, stage_quantize;
 
 #endif

@@ -1,0 +1,224 @@
+/* fuse.c — the fuse-bn pass: BatchNormalization folded into the Conv or
+ * Gemm that produces its input (see passes.h).
+ *
+ * y = (x - mean) * scale / sqrt(var + eps) + B is a per-channel affine map,
+ * s = scale / sqrt(var + eps), so Conv(X, W, b) followed by it equals
+ * Conv(X, W * s[o], (b - mean) * s + B), and Gemm(A, Bm, C, alpha, beta)
+ * equals Gemm(A, Bm * s[col], (beta * C - mean) * s + B, alpha, beta = 1).
+ * Conditions: inference BatchNormalization (training_mode 0, spatial 1, no
+ * statistics output read); its parameters, W (or Bm) and any bias are float
+ * initializers of the graph that no graph input overrides; the Conv/Gemm
+ * output has no other reader and is no graph output; Gemm needs opset >= 7
+ * and a bias of shape [], [1], [M], [r, 1] or [r, M]. New weights and bias
+ * are new initializers (the old ones go with dce when unused); the
+ * arithmetic is done in double and rounded once. Recurses into subgraphs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/node.h"
+#include "preprocess/passes.h"
+
+static int default_domain(const Onnx__NodeProto *n)
+{
+	return !n->domain || !*n->domain || !strcmp(n->domain, "ai.onnx");
+}
+
+/* the float initializer called name (not a graph input) into t; 1, 0 if it
+ * is none, -1 on a read error */
+static int load_float(PrepCtx *c, const Onnx__GraphProto *g, const char *name, Tensor *t)
+{
+	const Onnx__TensorProto *p = name && *name ? pg_init(g, name) : NULL;
+	if (!p || pg_is_input(g, name) || p->data_type != DT_FLOAT)
+		return 0;
+	return tensor_from_proto(c->m, p, t) < 0 ? -1 : 1;
+}
+
+static int bn_inference(PrepCtx *c, const Onnx__GraphProto *g, const Onnx__NodeProto *bn)
+{
+	int64_t v;
+	if (attr_int(bn, "training_mode", 0, &v) < 0 || v)
+		return 0;
+	if (attr_int(bn, "spatial", 1, &v) < 0 || !v)
+		return 0;
+	if (bn->n_input != 5)
+		return 0;
+	for (size_t k = 1; k < bn->n_output; k++)
+		if (*bn->output[k] && (pg_uses(g, bn->output[k]) || pg_is_output(g, bn->output[k])))
+			return 0;
+	(void)c;
+	return 1;
+}
+
+static void set_input(Onnx__NodeProto *n, size_t i, const char *name)
+{
+	if (i >= n->n_input) {
+		n->input = xreallocarray(n->input, i + 1, sizeof *n->input);
+		for (size_t k = n->n_input; k <= i; k++)
+			n->input[k] = xstrdup("");
+		n->n_input = i + 1;
+	}
+	free(n->input[i]);
+	n->input[i] = xstrdup(name);
+}
+
+static void set_float_attr(Onnx__NodeProto *n, const char *name, float v)
+{
+	for (size_t a = 0; a < n->n_attribute; a++)
+		if (!strcmp(n->attribute[a]->name, name)) {
+			n->attribute[a]->f = v;
+			n->attribute[a]->has_f = 1;
+			return;
+		}
+	Onnx__AttributeProto *at = xmalloc(sizeof *at);
+	onnx__attribute_proto__init(at);
+	at->name = xstrdup(name);
+	at->has_type = 1;
+	at->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+	at->has_f = 1;
+	at->f = v;
+	n->attribute = xreallocarray(n->attribute, n->n_attribute + 1, sizeof *n->attribute);
+	n->attribute[n->n_attribute++] = at;
+}
+
+/* fold bn (node bi) into its producer p; 1 done, 0 not applicable, -1 */
+static int fuse_one(PrepCtx *c, Onnx__GraphProto *g, size_t bi, Onnx__NodeProto *p)
+{
+	Onnx__NodeProto *bn = g->node[bi];
+	int is_conv = !strcmp(p->op_type, "Conv");
+	if (!default_domain(p) || (!is_conv && strcmp(p->op_type, "Gemm")) || p->n_output != 1)
+		return 0;
+	if (!is_conv && model_opset(c->m->proto, "") < 7)
+		return 0;
+	Tensor prm[4] = {{0}}, w = {0}, b = {0}, nw = {0}, nb = {0};
+	int r = 1;
+	float eps;
+	int64_t ch = -1;
+	if (attr_float(bn, "epsilon", 1e-5f, &eps) < 0)
+		r = -1;
+	for (size_t k = 0; k < 4 && r == 1; k++) {
+		r = load_float(c, g, bn->input[k + 1], &prm[k]);
+		if (r == 1 && k == 0)
+			ch = prm[0].numel;
+		if (r == 1 && (prm[k].rank != 1 || prm[k].numel != ch))
+			r = 0;
+	}
+	if (r == 1)
+		r = load_float(c, g, node_input(p, 1), &w);
+	int has_bias = node_input(p, 2) != NULL;
+	if (r == 1 && has_bias)
+		r = load_float(c, g, node_input(p, 2), &b);
+	int64_t alpha_trans = 0;
+	float beta = 1;
+	if (r == 1 && is_conv) {
+		if (w.rank < 3 || w.dims[0] != ch || (has_bias && (b.rank != 1 || b.numel != ch)))
+			r = 0;
+	} else if (r == 1) {
+		int64_t ta = 0;
+		if (attr_int(p, "transB", 0, &alpha_trans) < 0 || attr_float(p, "beta", 1, &beta) < 0 ||
+		    attr_int(p, "transA", 0, &ta) < 0)
+			r = -1;
+		else if (w.rank != 2 || w.dims[alpha_trans ? 0 : 1] != ch)
+			r = 0;
+		else if (has_bias && !(b.rank == 0 || (b.rank == 1 && (b.dims[0] == 1 || b.dims[0] == ch)) ||
+				       (b.rank == 2 && (b.dims[1] == 1 || b.dims[1] == ch))))
+			r = 0;
+	}
+	if (r != 1)
+		goto out;
+	double *s = xcalloc((size_t)ch, sizeof *s);
+	const float *scale = prm[0].data, *bb = prm[1].data, *mean = prm[2].data, *var = prm[3].data;
+	for (int64_t k = 0; k < ch; k++)
+		s[k] = (double)scale[k] / sqrt((double)var[k] + (double)eps);
+	/* weights */
+	if (tensor_alloc(&nw, DT_FLOAT, w.rank, w.dims) < 0) {
+		free(s);
+		r = -1;
+		goto out;
+	}
+	const float *wd = w.data;
+	float *nwd = nw.data;
+	if (is_conv) {
+		int64_t per = w.numel / ch;
+		for (int64_t i = 0; i < w.numel; i++)
+			nwd[i] = (float)(wd[i] * s[i / per]);
+	} else {
+		for (int64_t i = 0; i < w.numel; i++)
+			nwd[i] = (float)(wd[i] * s[alpha_trans ? i / w.dims[1] : i % w.dims[1]]);
+	}
+	/* bias: rows x ch */
+	int64_t rows = has_bias && !is_conv && b.rank == 2 ? b.dims[0] : 1;
+	int64_t bd[2] = {rows, ch};
+	int brank = rows > 1 || (has_bias && !is_conv && b.rank == 2) ? 2 : 1;
+	if (tensor_alloc(&nb, DT_FLOAT, brank, brank == 2 ? bd : bd + 1) < 0) {
+		free(s);
+		r = -1;
+		goto out;
+	}
+	float *nbd = nb.data;
+	for (int64_t i = 0; i < rows; i++)
+		for (int64_t k = 0; k < ch; k++) {
+			double cv = 0;
+			if (has_bias) {
+				const float *bv = b.data;
+				if (is_conv)
+					cv = bv[k];
+				else if (b.rank == 0 || (b.rank == 1 && b.dims[0] == 1))
+					cv = bv[0];
+				else if (b.rank == 1)
+					cv = bv[k];
+				else
+					cv = bv[i * b.dims[1] + (b.dims[1] == 1 ? 0 : k)];
+				if (!is_conv)
+					cv *= beta;
+			}
+			nbd[i * ch + k] = (float)((cv - mean[k]) * s[k] + bb[k]);
+		}
+	free(s);
+	char *wn = pg_fresh_name(c, g, p->input[1]);
+	char *bname = pg_fresh_name(c, g, has_bias ? p->input[2] : p->input[1]);
+	pg_add_init(g, wn, &nw);
+	pg_add_init(g, bname, &nb);
+	set_input(p, 1, wn);
+	set_input(p, 2, bname);
+	if (!is_conv)
+		set_float_attr(p, "beta", 1);
+	free(wn);
+	free(bname);
+	free(p->output[0]);
+	p->output[0] = xstrdup(bn->output[0]);
+	pg_remove_node(g, bi);
+	c->stat->changed++;
+out:
+	for (size_t k = 0; k < 4; k++)
+		tensor_free(&prm[k]);
+	tensor_free(&w);
+	tensor_free(&b);
+	tensor_free(&nw);
+	tensor_free(&nb);
+	return r;
+}
+
+int prep_fuse_bn(PrepCtx *c, Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_node;) {
+		Onnx__NodeProto *bn = g->node[i];
+		if (strcmp(bn->op_type, "BatchNormalization") || !default_domain(bn) || !bn_inference(c, g, bn) ||
+		    !node_input(bn, 0)) {
+			i++;
+			continue;
+		}
+		const char *x = bn->input[0];
+		long p = pg_producer(g, x);
+		if (p < 0 || pg_uses(g, x) != 1 || pg_is_output(g, x) || pg_sub_defines(g, bn->output[0])) {
+			i++;
+			continue;
+		}
+		int r = fuse_one(c, g, i, g->node[p]);
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			i++;
+	}
+	return pg_each_subgraph(c, g, prep_fuse_bn);
+}

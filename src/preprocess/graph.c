@@ -1,0 +1,192 @@
+/* graph.c — graph helpers shared by the preprocess passes (see passes.h).
+ *
+ * Names are compared by string; nested subgraphs see the names of their
+ * enclosing graphs, so a rename reaches into them, and a rewrite that a
+ * subgraph's own definition of a name could shadow is refused. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "preprocess/passes.h"
+
+static int streq(const char *a, const char *b)
+{
+	return a && b && !strcmp(a, b);
+}
+
+size_t pg_uses(const Onnx__GraphProto *g, const char *name)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *nd = g->node[i];
+		for (size_t k = 0; k < nd->n_input; k++)
+			if (streq(nd->input[k], name))
+				n++;
+		for (size_t a = 0; a < nd->n_attribute; a++) {
+			const Onnx__AttributeProto *at = nd->attribute[a];
+			if (at->g)
+				n += pg_uses(at->g, name);
+			for (size_t k = 0; k < at->n_graphs; k++)
+				n += pg_uses(at->graphs[k], name);
+		}
+	}
+	return n;
+}
+
+int pg_is_output(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_output; i++)
+		if (streq(g->output[i]->name, name))
+			return 1;
+	return 0;
+}
+
+int pg_is_input(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_input; i++)
+		if (streq(g->input[i]->name, name))
+			return 1;
+	return 0;
+}
+
+Onnx__TensorProto *pg_init(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_initializer; i++)
+		if (streq(g->initializer[i]->name, name))
+			return g->initializer[i];
+	return NULL;
+}
+
+long pg_producer(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_output; k++)
+			if (streq(g->node[i]->output[k], name))
+				return (long)i;
+	return -1;
+}
+
+static int graph_defines(const Onnx__GraphProto *g, const char *name)
+{
+	return pg_is_input(g, name) || pg_init(g, name) || pg_producer(g, name) >= 0 || pg_sub_defines(g, name);
+}
+
+int pg_sub_defines(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *nd = g->node[i];
+		for (size_t a = 0; a < nd->n_attribute; a++) {
+			const Onnx__AttributeProto *at = nd->attribute[a];
+			if (at->g && graph_defines(at->g, name))
+				return 1;
+			for (size_t k = 0; k < at->n_graphs; k++)
+				if (graph_defines(at->graphs[k], name))
+					return 1;
+		}
+	}
+	return 0;
+}
+
+void pg_rename_uses(Onnx__GraphProto *g, const char *from, const char *to)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		Onnx__NodeProto *nd = g->node[i];
+		for (size_t k = 0; k < nd->n_input; k++)
+			if (streq(nd->input[k], from)) {
+				free(nd->input[k]);
+				nd->input[k] = xstrdup(to);
+			}
+		for (size_t a = 0; a < nd->n_attribute; a++) {
+			Onnx__AttributeProto *at = nd->attribute[a];
+			if (at->g)
+				pg_rename_uses(at->g, from, to);
+			for (size_t k = 0; k < at->n_graphs; k++)
+				pg_rename_uses(at->graphs[k], from, to);
+		}
+	}
+}
+
+void pg_remove_node(Onnx__GraphProto *g, size_t i)
+{
+	onnx__node_proto__free_unpacked(g->node[i], NULL);
+	memmove(g->node + i, g->node + i + 1, (g->n_node - i - 1) * sizeof *g->node);
+	g->n_node--;
+}
+
+int pg_bypass(Onnx__GraphProto *g, size_t i, const char *in, const char *out)
+{
+	if (!in || !*in || !out || !*out || streq(in, out))
+		return 0;
+	if (pg_sub_defines(g, in) || pg_sub_defines(g, out))
+		return 0;
+	if (!pg_is_output(g, out)) {
+		char *from = xstrdup(out), *to = xstrdup(in);
+		pg_remove_node(g, i);
+		pg_rename_uses(g, from, to);
+		free(from);
+		free(to);
+		return 1;
+	}
+	/* out must keep its name: give it to the producer of in */
+	if (pg_is_output(g, in) || pg_is_input(g, in) || pg_init(g, in))
+		return 0;
+	long p = pg_producer(g, in);
+	if (p < 0)
+		return 0;
+	char *from = xstrdup(in), *to = xstrdup(out);
+	Onnx__NodeProto *prod = g->node[p];
+	pg_remove_node(g, i);
+	for (size_t k = 0; k < prod->n_output; k++)
+		if (streq(prod->output[k], from)) {
+			free(prod->output[k]);
+			prod->output[k] = xstrdup(to);
+		}
+	pg_rename_uses(g, from, to);
+	free(from);
+	free(to);
+	return 1;
+}
+
+static int name_used(const Onnx__GraphProto *g, const char *name)
+{
+	if (graph_defines(g, name) || pg_is_output(g, name) || pg_uses(g, name))
+		return 1;
+	for (size_t i = 0; i < g->n_value_info; i++)
+		if (streq(g->value_info[i]->name, name))
+			return 1;
+	return 0;
+}
+
+char *pg_fresh_name(PrepCtx *c, const Onnx__GraphProto *g, const char *base)
+{
+	const Onnx__GraphProto *top = c->m->proto->graph;
+	for (;;) {
+		char *s = xasprintf("%s_pp%zu", base, c->fresh++);
+		if (!name_used(top, s) && !name_used(g, s))
+			return s;
+		free(s);
+	}
+}
+
+void pg_add_init(Onnx__GraphProto *g, const char *name, Tensor *t)
+{
+	Onnx__TensorProto *p = tensor_to_proto(t, name);
+	tensor_free(t);
+	g->initializer = xreallocarray(g->initializer, g->n_initializer + 1, sizeof *g->initializer);
+	g->initializer[g->n_initializer++] = p;
+}
+
+int pg_each_subgraph(PrepCtx *c, Onnx__GraphProto *g, int (*fn)(PrepCtx *, Onnx__GraphProto *))
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		Onnx__NodeProto *nd = g->node[i];
+		for (size_t a = 0; a < nd->n_attribute; a++) {
+			Onnx__AttributeProto *at = nd->attribute[a];
+			if (at->g && fn(c, at->g) < 0)
+				return -1;
+			for (size_t k = 0; k < at->n_graphs; k++)
+				if (fn(c, at->graphs[k]) < 0)
+					return -1;
+		}
+	}
+	return 0;
+}

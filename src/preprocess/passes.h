@@ -1,0 +1,103 @@
+/* passes.h — output-preserving graph simplification before quantization.
+ *
+ * Each pass rewrites a Model in place and counts what it changed; the driver
+ * (passes.c) runs the selected passes in the given order, repeating the whole
+ * list until a round changes nothing (at most PREP_MAX_ROUNDS rounds), then
+ * drops value_info entries of tensors that no longer exist. Passes work on
+ * the main graph and recurse into subgraphs (If/Loop/Scan bodies) where noted
+ * in their file. No pass ever changes what the model computes beyond float
+ * rounding of folded arithmetic.
+ *
+ * Passes: identity (Identity, inference Dropout), fold (constant folding
+ * through the operator kernels), fuse-bn (BatchNormalization into Conv or
+ * Gemm), transpose (consecutive Transposes, identity permutations), dedup
+ * (duplicate initializers), dce (dead nodes, unused initializers). All
+ * functions return 0 or -1 after error(). */
+#ifndef QM_PREPROCESS_PASSES_H
+#define QM_PREPROCESS_PASSES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "onnx/model.h"
+#include "onnx/tensor.h"
+#include "util.h"
+
+#define PREP_MAX_ROUNDS 8
+/* default bound on the bytes of one folded output */
+#define PREP_FOLD_LIMIT ((size_t)16 << 20)
+
+enum { PREP_IDENTITY, PREP_FOLD, PREP_FUSE_BN, PREP_TRANSPOSE, PREP_DEDUP, PREP_DCE, PREP_NPASSES };
+
+typedef struct PrepStat {
+	size_t changed;       /* nodes removed or rewritten, initializers shared/dropped */
+	size_t skipped;       /* candidates left alone (fold: over the size limit or no kernel) */
+} PrepStat;
+
+typedef struct PrepOpts {
+	int passes[PREP_NPASSES]; /* PREP_* in the order to run */
+	size_t npasses;
+	size_t fold_limit;        /* 0: PREP_FOLD_LIMIT */
+	FILE *log;                /* skipped folds are reported here (may be NULL) */
+} PrepOpts;
+
+typedef struct PrepReport {
+	PrepStat stat[PREP_NPASSES];
+	size_t rounds;
+	size_t nodes_before, nodes_after;   /* main graph */
+	size_t inits_before, inits_after;
+} PrepReport;
+
+/* name of pass PREP_* */
+const char *prep_pass_name(int pass);
+/* Parse "default" or "p1,p2 p3" into o->passes. -1 with error() naming an
+ * unknown pass and listing the known ones. */
+int prep_parse(const char *spec, PrepOpts *o);
+/* Run the passes on m. */
+int prep_run(Model *m, const PrepOpts *o, PrepReport *r);
+
+/* ---- the passes (one graph; each recurses into subgraphs as it can) ---- */
+typedef struct PrepCtx {
+	Model *m;
+	const PrepOpts *o;
+	PrepStat *stat;       /* the running pass's counters */
+	size_t fresh;         /* counter for new tensor names */
+	PtrVec tried;         /* nodes fold skipped: not retried in later rounds */
+} PrepCtx;
+
+int prep_identity(PrepCtx *c, Onnx__GraphProto *g);
+int prep_fold(PrepCtx *c, Onnx__GraphProto *g);
+int prep_fuse_bn(PrepCtx *c, Onnx__GraphProto *g);
+int prep_transpose(PrepCtx *c, Onnx__GraphProto *g);
+int prep_dedup(PrepCtx *c, Onnx__GraphProto *g);
+int prep_dce(PrepCtx *c, Onnx__GraphProto *g);
+
+/* ---- helpers shared by the passes (graph.c) ---- */
+
+/* number of reads of name by nodes of g, including nested subgraphs */
+size_t pg_uses(const Onnx__GraphProto *g, const char *name);
+/* is name a graph output of g / a graph input / an initializer of g? */
+int pg_is_output(const Onnx__GraphProto *g, const char *name);
+int pg_is_input(const Onnx__GraphProto *g, const char *name);
+Onnx__TensorProto *pg_init(const Onnx__GraphProto *g, const char *name);
+/* index of the node of g producing name, or -1 */
+long pg_producer(const Onnx__GraphProto *g, const char *name);
+/* does any subgraph nested in g define name (input, initializer, node output)? */
+int pg_sub_defines(const Onnx__GraphProto *g, const char *name);
+/* replace every read of from by to in g and nested subgraphs */
+void pg_rename_uses(Onnx__GraphProto *g, const char *from, const char *to);
+/* Remove node i, whose output out is to become the same value as in:
+ * readers of out read in instead; when out is a graph output, the producer
+ * of in is renamed to out. 1 if done, 0 if impossible (node kept). */
+int pg_bypass(Onnx__GraphProto *g, size_t i, const char *in, const char *out);
+/* delete node i (frees it) */
+void pg_remove_node(Onnx__GraphProto *g, size_t i);
+/* a tensor name not used anywhere in m's main graph or subgraphs */
+char *pg_fresh_name(PrepCtx *c, const Onnx__GraphProto *g, const char *base);
+/* add an initializer built from t (t is freed) */
+void pg_add_init(Onnx__GraphProto *g, const char *name, Tensor *t);
+/* apply fn to every subgraph of every node of g */
+int pg_each_subgraph(PrepCtx *c, Onnx__GraphProto *g, int (*fn)(PrepCtx *, Onnx__GraphProto *));
+
+#endif

@@ -1,0 +1,161 @@
+/* simplify.c — the identity and transpose passes (see passes.h).
+ *
+ * identity: an Identity node, or a Dropout in inference (opset >= 7 without a
+ * training_mode input or with a constant false one; opset < 7 with is_test =
+ * 1) whose mask output nobody reads, is removed: its readers read its input.
+ * A graph output keeps its name (the input's producer is renamed to it); a
+ * graph input passed straight to a graph output keeps its node.
+ *
+ * transpose: Transpose(p2) of Transpose(p1), where nothing else reads the
+ * first, becomes one Transpose with perm p1[p2[i]], or nothing when that is
+ * the identity; a single Transpose with the identity permutation goes too.
+ * Transposes without a perm attribute (reverse the axes, rank unknown here)
+ * are left alone. Both passes recurse into subgraphs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/node.h"
+#include "preprocess/passes.h"
+
+static int const_false(Model *m, const Onnx__GraphProto *g, const char *name)
+{
+	const Onnx__TensorProto *t = pg_init(g, name);
+	if (!t || pg_is_input(g, name) || t->data_type != DT_BOOL || tensor_proto_numel(t) != 1)
+		return 0;
+	const void *d;
+	size_t len;
+	int owned;
+	if (model_tensor_bytes(m, t, &d, &len, &owned) < 0)
+		return -1;
+	int r = len == 1 && ((const uint8_t *)d)[0] == 0;
+	if (owned)
+		free((void *)d);
+	return r;
+}
+
+/* 1 if node i of g computes its first input unchanged */
+static int is_identity(PrepCtx *c, const Onnx__GraphProto *g, const Onnx__NodeProto *n)
+{
+	if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx"))
+		return 0;
+	if (n->n_output < 1 || !node_input(n, 0))
+		return 0;
+	if (!strcmp(n->op_type, "Identity"))
+		return n->n_output == 1;
+	if (strcmp(n->op_type, "Dropout"))
+		return 0;
+	int64_t opset = model_opset(c->m->proto, "");
+	if (n->n_output > 1 && n->output[1] && *n->output[1] &&
+	    (pg_uses(g, n->output[1]) || pg_is_output(g, n->output[1])))
+		return 0;
+	if (opset < 7) {
+		int64_t is_test;
+		if (attr_int(n, "is_test", 0, &is_test) < 0)
+			return -1;
+		return is_test != 0;
+	}
+	const char *tm = node_input(n, 2);
+	return tm ? const_false(c->m, g, tm) : 1;
+}
+
+int prep_identity(PrepCtx *c, Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_node;) {
+		Onnx__NodeProto *n = g->node[i];
+		int r = is_identity(c, g, n);
+		if (r < 0)
+			return -1;
+		if (r && pg_bypass(g, i, n->input[0], n->output[0])) {
+			c->stat->changed++;
+			continue;
+		}
+		if (r)
+			c->stat->skipped++;
+		i++;
+	}
+	return pg_each_subgraph(c, g, prep_identity);
+}
+
+static int get_perm(const Onnx__NodeProto *n, const int64_t **p, size_t *len)
+{
+	if (strcmp(n->op_type, "Transpose") || (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")))
+		return 0;
+	if (attr_ints(n, "perm", p, len) < 0)
+		return -1;
+	if (!*p || *len == 0 || *len > 64)
+		return 0;
+	/* a valid permutation only */
+	uint64_t seen = 0;
+	for (size_t i = 0; i < *len; i++) {
+		if ((*p)[i] < 0 || (size_t)(*p)[i] >= *len || (seen >> (*p)[i] & 1))
+			return 0;
+		seen |= (uint64_t)1 << (*p)[i];
+	}
+	return 1;
+}
+
+static int is_iota(const int64_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (int64_t)i)
+			return 0;
+	return 1;
+}
+
+int prep_transpose(PrepCtx *c, Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_node;) {
+		Onnx__NodeProto *n = g->node[i];
+		const int64_t *p2;
+		size_t l2;
+		int r = get_perm(n, &p2, &l2);
+		if (r < 0)
+			return -1;
+		if (!r || n->n_input < 1) {
+			i++;
+			continue;
+		}
+		if (is_iota(p2, l2)) {
+			if (pg_bypass(g, i, n->input[0], n->output[0])) {
+				c->stat->changed++;
+				continue;
+			}
+			i++;
+			continue;
+		}
+		long j = pg_producer(g, n->input[0]);
+		const int64_t *p1;
+		size_t l1;
+		if (j < 0 || (r = get_perm(g->node[j], &p1, &l1)) == 0 || l1 != l2 ||
+		    pg_uses(g, n->input[0]) != 1 || pg_is_output(g, n->input[0])) {
+			if (r < 0)
+				return -1;
+			i++;
+			continue;
+		}
+		/* y = T(T(x, p1), p2): y axis k is x axis p1[p2[k]] */
+		int64_t q[64];
+		for (size_t k = 0; k < l2; k++)
+			q[k] = p1[p2[k]];
+		Onnx__NodeProto *first = g->node[j];
+		char *x = xstrdup(first->input[0]);
+		free(n->input[0]);
+		n->input[0] = x;
+		pg_remove_node(g, (size_t)j);
+		if ((size_t)j < i)
+			i--;
+		c->stat->changed++;
+		if (is_iota(q, l2)) {
+			if (pg_bypass(g, i, n->input[0], n->output[0])) {
+				c->stat->changed++;
+				continue;
+			}
+		}
+		for (size_t a = 0; a < n->n_attribute; a++)
+			if (!strcmp(n->attribute[a]->name, "perm"))
+				memcpy(n->attribute[a]->ints, q, l2 * sizeof *q);
+		/* an identity that could not be bypassed stays as Transpose(iota) */
+		i++;
+	}
+	return pg_each_subgraph(c, g, prep_transpose);
+}

@@ -1,0 +1,128 @@
+/* preprocess.c — the preprocess stage: output-preserving graph
+ * simplification before quantization (src/preprocess). Writes the
+ * simplified model and preprocess.json (what each pass changed) and logs one
+ * line per pass. Runs when the model sets `preprocess`; pass names are
+ * checked before anything runs (declared_inputs, with the rule's file:line)
+ * and again when the stage runs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/infer.h"
+#include "preprocess/passes.h"
+#include "rules/rules.h"
+#include "stages/stage.h"
+
+static const StageParam params[] = {
+	{"preprocess", PARAM_TEXT, NULL, NULL, 1,
+	 "default, or passes separated by commas: identity, fold, fuse-bn, transpose, dedup, dce"},
+	{"preprocess.fold-limit", PARAM_TEXT, NULL, "16M", 1,
+	 "largest output (bytes, K/M/G suffixes) constant folding may materialize"},
+	{NULL, 0, NULL, NULL, 0, NULL},
+};
+
+static int wanted(const Section *sec)
+{
+	for (size_t i = 0; i < sec->nkv; i++)
+		if (!strcmp(sec->kv[i].key, "preprocess") || !strncmp(sec->kv[i].key, "preprocess.", 11))
+			return 1;
+	return 0;
+}
+
+/* the model's options, or -1 with error() (where: "file:line: " or "") */
+static int options(const Section *sec, const char *model, PrepOpts *o)
+{
+	const KV *kv = sec_find(sec, "preprocess");
+	if (!kv) {
+		const char *k = NULL;
+		for (size_t i = 0; i < sec->nkv && !k; i++)
+			if (!strncmp(sec->kv[i].key, "preprocess.", 11))
+				kv = &sec->kv[i], k = kv->key;
+		return error("%s:%d: model '%s' sets %s but not preprocess = default | PASS,...", kv->file, kv->line,
+			     model, k);
+	}
+	if (prep_parse(kv->value, o) < 0)
+		return error_prefix("%s:%d: model '%s'", kv->file, kv->line, model);
+	const KV *lk = sec_find(sec, "preprocess.fold-limit");
+	const char *lv = stage_param_value(sec, "preprocess.fold-limit");
+	int64_t lim = parse_size(lv);
+	if (lim <= 0) {
+		if (lk)
+			return error("%s:%d: model '%s': preprocess.fold-limit = '%s' is not valid: expected a size such as 64K or 16M",
+				     lk->file, lk->line, model, lv);
+		return error("model '%s': preprocess.fold-limit = '%s' is not valid", model, lv);
+	}
+	o->fold_limit = (size_t)lim;
+	return 0;
+}
+
+static int declared_inputs(const Section *sec, const char *root, PtrVec *files)
+{
+	PrepOpts o = {0};
+	return options(sec, sec->name, &o);
+}
+
+static void write_json(StrBuf *sb, const char *model, const PrepReport *r)
+{
+	sb_puts(sb, "{\n  \"model\": ");
+	sb_json_str(sb, model);
+	sb_printf(sb, ",\n  \"rounds\": %zu,\n  \"nodes\": {\"before\": %zu, \"after\": %zu},\n", r->rounds,
+		  r->nodes_before, r->nodes_after);
+	sb_printf(sb, "  \"initializers\": {\"before\": %zu, \"after\": %zu},\n  \"passes\": {", r->inits_before,
+		  r->inits_after);
+	for (int p = 0; p < PREP_NPASSES; p++)
+		sb_printf(sb, "%s\n    \"%s\": {\"changed\": %zu, \"skipped\": %zu}", p ? "," : "", prep_pass_name(p),
+			  r->stat[p].changed, r->stat[p].skipped);
+	sb_puts(sb, "\n  }\n}\n");
+}
+
+static int run(StageCtx *c)
+{
+	PrepOpts o = {0};
+	if (options(c->sec, c->model, &o) < 0)
+		return -1;
+	o.log = c->log;
+	Model *m;
+	if (model_load(c->input, &m) < 0)
+		return -1;
+	int typed = m->proto->graph && m->proto->graph->n_value_info > 0;
+	PrepReport rep;
+	int r = prep_run(m, &o, &rep);
+	if (r == 0 && typed) {
+		InferOpts io = {.mode = INFER_MERGE};
+		r = infer_model(m, &io, NULL);
+		if (r < 0)
+			error_prefix("preprocess: shape inference of the simplified model");
+	}
+	if (r == 0) {
+		for (size_t i = 0; i < o.npasses; i++) {
+			int p = o.passes[i];
+			fprintf(c->log, "preprocess: %s: %s: %zu changed", c->model, prep_pass_name(p), rep.stat[p].changed);
+			if (rep.stat[p].skipped)
+				fprintf(c->log, ", %zu skipped", rep.stat[p].skipped);
+			fputc('\n', c->log);
+		}
+		fprintf(c->log, "preprocess: %s: %zu -> %zu nodes, %zu -> %zu initializers in %zu rounds\n", c->model,
+			rep.nodes_before, rep.nodes_after, rep.inits_before, rep.inits_after, rep.rounds);
+		SaveOpts so = {0};
+		r = model_save(m, c->output, &so);
+	}
+	if (r == 0) {
+		StrBuf sb = {0};
+		write_json(&sb, c->model, &rep);
+		char *p = path_join(c->outdir, "preprocess.json");
+		r = write_file_atomic(p, sb.buf, sb.len);
+		free(p);
+		sb_release(&sb);
+	}
+	model_free(m);
+	return r;
+}
+
+const Stage stage_preprocess = {
+	.name = "preprocess",
+	.version = 1,
+	.params = params,
+	.wanted = wanted,
+	.declared_inputs = declared_inputs,
+	.run = run,
+};

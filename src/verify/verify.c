@@ -1,0 +1,600 @@
+/* verify.c — running the reference and the quantized model side by side
+ * (see verify.h): samples, labels, outputs and per-layer taps. */
+#include "verify/verify.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/compare.h"
+#include "exec/dataio.h"
+#include "exec/interp.h"
+#include "onnx/tensor.h"
+
+#define DQ_SUFFIX "_DequantizeLinear_Output"
+
+/* a quantized-model (or reference) tensor name and what it feeds */
+enum { M_REF, M_MATCH, M_PRE, M_WEIGHT };
+typedef struct Match {
+	const char *name;
+	int kind;
+	size_t idx;
+} Match;
+
+typedef struct Run {
+	VerifyReport *rep;
+	Model *ref;
+	Match *rmap, *qmap;        /* sorted by name */
+	size_t nrmap, nqmap;
+	Tensor *stash, *pre;       /* per activation: reference value, q's own */
+	const Onnx__TensorProto **winit; /* per weight: the reference initializer */
+	int first;                 /* the first sample (weights are compared once) */
+	int failed;                /* a tap could not read a tensor */
+	double *bx, *by;           /* conversion buffers */
+	size_t bcap;
+} Run;
+
+static int cmp_match(const void *a, const void *b)
+{
+	return strcmp(((const Match *)a)->name, ((const Match *)b)->name);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int has(char **set, size_t n, const char *s)
+{
+	return n && bsearch(&s, set, n, sizeof *set, cmp_str) != NULL;
+}
+
+double err_sqnr(const ErrStats *e)
+{
+	if (e->sd2 == 0)
+		return INFINITY;
+	if (e->sx2 == 0)
+		return -INFINITY;
+	return 10 * log10(e->sx2 / e->sd2);
+}
+
+double err_local_sqnr(const ErrStats *e)
+{
+	if (!e->local_n || e->local_sd2 == 0)
+		return INFINITY;
+	if (e->local_sx2 == 0)
+		return -INFINITY;
+	return 10 * log10(e->local_sx2 / e->local_sd2);
+}
+
+double err_cosine(const ErrStats *e)
+{
+	if (e->sx2 == 0 && e->sy2 == 0)
+		return 1;
+	if (e->sx2 == 0 || e->sy2 == 0)
+		return 0;
+	return e->sxy / sqrt(e->sx2 * e->sy2);
+}
+
+double err_mean_abs(const ErrStats *e)
+{
+	return e->n ? e->sum_abs / (double)e->n : 0;
+}
+
+void err_add(ErrStats *e, const double *x, const double *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		double a = x[i], b = y[i];
+		if (!isfinite(a) || !isfinite(b)) {
+			e->nonfinite++;
+			continue;
+		}
+		double d = a - b, ad = fabs(d);
+		e->sx2 += a * a;
+		e->sy2 += b * b;
+		e->sxy += a * b;
+		e->sd2 += d * d;
+		e->sum_abs += ad;
+		if (ad > e->max_abs)
+			e->max_abs = ad;
+		e->n++;
+	}
+}
+
+static void local_add(ErrStats *e, const double *x, const double *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!isfinite(x[i]) || !isfinite(y[i]))
+			continue;
+		double d = x[i] - y[i];
+		e->local_sx2 += x[i] * x[i];
+		e->local_sd2 += d * d;
+		e->local_n++;
+	}
+}
+
+static void grow(Run *r, size_t n)
+{
+	if (n <= r->bcap)
+		return;
+	r->bcap = n;
+	r->bx = xreallocarray(r->bx, n, sizeof *r->bx);
+	r->by = xreallocarray(r->by, n, sizeof *r->by);
+}
+
+static void to_f64(const Tensor *t, double *out)
+{
+	if (t->dtype == DT_FLOAT) {
+		const float *f = t->data;
+		for (int64_t i = 0; i < t->numel; i++)
+			out[i] = f[i];
+		return;
+	}
+	for (int64_t i = 0; i < t->numel; i++)
+		out[i] = tensor_get_f64(t, i);
+}
+
+static int same_shape(const Tensor *a, const Tensor *b)
+{
+	if (a->rank != b->rank)
+		return 0;
+	for (int k = 0; k < a->rank; k++)
+		if (a->dims[k] != b->dims[k])
+			return 0;
+	return 1;
+}
+
+/* compare x with y into e (local: into e's local sums) */
+static void compare_into(Run *r, ErrStats *e, const Tensor *x, const Tensor *y, int local)
+{
+	if (!same_shape(x, y) || !x->numel)
+		return;
+	grow(r, (size_t)x->numel);
+	to_f64(x, r->bx);
+	to_f64(y, r->by);
+	if (local)
+		local_add(e, r->bx, r->by, (size_t)x->numel);
+	else
+		err_add(e, r->bx, r->by, (size_t)x->numel);
+}
+
+static const Match *find(const Match *map, size_t n, const char *name, size_t *count)
+{
+	Match key = {.name = name};
+	const Match *m = n ? bsearch(&key, map, n, sizeof *map, cmp_match) : NULL;
+	if (!m) {
+		*count = 0;
+		return NULL;
+	}
+	while (m > map && !strcmp(m[-1].name, name))
+		m--;
+	size_t k = 0;
+	while (m + k < map + n && !strcmp(m[k].name, name))
+		k++;
+	*count = k;
+	return m;
+}
+
+static void tap_ref(void *ud, const char *name, const Tensor *t)
+{
+	Run *r = ud;
+	size_t n;
+	const Match *m = find(r->rmap, r->nrmap, name, &n);
+	for (size_t i = 0; i < n; i++)
+		if (t && t->data && dtype_is_float(t->dtype) && tensor_copy(&r->stash[m[i].idx], t) < 0)
+			r->failed = 1;
+}
+
+static void tap_q(void *ud, const char *name, const Tensor *t)
+{
+	Run *r = ud;
+	size_t n;
+	const Match *m = find(r->qmap, r->nqmap, name, &n);
+	if (!t || !t->data || !dtype_is_float(t->dtype))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		size_t k = m[i].idx;
+		if (m[i].kind == M_PRE) {
+			if (tensor_copy(&r->pre[k], t) < 0)
+				r->failed = 1;
+		} else if (m[i].kind == M_MATCH) {
+			ErrStats *e = &r->rep->acts[k];
+			if (r->stash[k].data)
+				compare_into(r, e, &r->stash[k], t, 0);
+			if (r->pre[k].data)
+				compare_into(r, e, &r->pre[k], t, 1);
+			tensor_free(&r->stash[k]);
+			tensor_free(&r->pre[k]);
+		} else if (m[i].kind == M_WEIGHT && r->first) {
+			Tensor w = {0};
+			if (tensor_from_proto(r->ref, r->winit[k], &w) < 0) {
+				r->failed = 1;
+				continue;
+			}
+			compare_into(r, &r->rep->weights[k], &w, t, 0);
+			tensor_free(&w);
+		}
+	}
+}
+
+/* ---- matching tensors of the two models ---- */
+
+static void node_outputs(const Onnx__GraphProto *g, PtrVec *out)
+{
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_output; k++)
+			if (g->node[i]->output[k] && *g->node[i]->output[k])
+				pv_push(out, g->node[i]->output[k]);
+}
+
+static void push_match(Match **map, size_t *n, const char *name, int kind, size_t idx)
+{
+	*map = xreallocarray(*map, *n + 1, sizeof **map);
+	(*map)[(*n)++] = (Match){name, kind, idx};
+}
+
+static void plan_layers(Run *r, Model *ref, Model *q)
+{
+	const Onnx__GraphProto *rg = ref->proto->graph, *qg = q->proto->graph;
+	VerifyReport *rep = r->rep;
+	PtrVec qset = {0}, rnames = {0}, rinit = {0};
+	node_outputs(qg, &qset);
+	for (size_t i = 0; i < qg->n_input; i++)
+		pv_push(&qset, qg->input[i]->name);
+	if (qset.n > 1)
+		qsort(qset.v, qset.n, sizeof *qset.v, cmp_str);
+	for (size_t i = 0; i < rg->n_initializer; i++)
+		pv_push(&rinit, rg->initializer[i]->name);
+	if (rinit.n > 1)
+		qsort(rinit.v, rinit.n, sizeof *rinit.v, cmp_str);
+	for (size_t i = 0; i < rg->n_input; i++)
+		if (!has((char **)rinit.v, rinit.n, rg->input[i]->name))
+			pv_push(&rnames, rg->input[i]->name);
+	node_outputs(rg, &rnames);
+	rep->acts = xcalloc(rnames.n + 1, sizeof *rep->acts);
+	for (size_t i = 0; i < rnames.n; i++) {
+		const char *t = rnames.v[i];
+		char *dq = xasprintf("%s" DQ_SUFFIX, t);
+		const char *qn = has((char **)qset.v, qset.n, dq) ? dq : has((char **)qset.v, qset.n, t) ? t : NULL;
+		if (qn) {
+			size_t k = rep->nacts++;
+			rep->acts[k].name = xstrdup(t);
+			rep->acts[k].qname = xstrdup(qn);
+			push_match(&r->rmap, &r->nrmap, rep->acts[k].name, M_REF, k);
+			push_match(&r->qmap, &r->nqmap, rep->acts[k].qname, M_MATCH, k);
+			if (qn == dq && has((char **)qset.v, qset.n, t))
+				push_match(&r->qmap, &r->nqmap, rep->acts[k].name, M_PRE, k);
+		}
+		free(dq);
+	}
+	/* weights: W_DequantizeLinear_Output or W_quantized_DequantizeLinear_Output */
+	PtrVec qouts = {0};
+	node_outputs(qg, &qouts);
+	size_t sl = strlen(DQ_SUFFIX);
+	rep->weights = xcalloc(qouts.n + 1, sizeof *rep->weights);
+	r->winit = xcalloc(qouts.n + 1, sizeof *r->winit);
+	for (size_t i = 0; i < qouts.n; i++) {
+		const char *o = qouts.v[i];
+		size_t l = strlen(o);
+		if (l <= sl || strcmp(o + l - sl, DQ_SUFFIX))
+			continue;
+		char *base = xstrndup(o, l - sl);
+		size_t bl = strlen(base);
+		if (!has((char **)rinit.v, rinit.n, base) && bl > 10 && !strcmp(base + bl - 10, "_quantized"))
+			base[bl - 10] = 0;
+		for (size_t k = 0; k < rg->n_initializer; k++)
+			if (!strcmp(rg->initializer[k]->name, base)) {
+				size_t w = rep->nweights++;
+				rep->weights[w].name = xstrdup(base);
+				rep->weights[w].qname = xstrdup(o);
+				r->winit[w] = rg->initializer[k];
+				push_match(&r->qmap, &r->nqmap, rep->weights[w].qname, M_WEIGHT, w);
+				break;
+			}
+		free(base);
+	}
+	if (r->nrmap > 1)
+		qsort(r->rmap, r->nrmap, sizeof *r->rmap, cmp_match);
+	if (r->nqmap > 1)
+		qsort(r->qmap, r->nqmap, sizeof *r->qmap, cmp_match);
+	r->stash = xcalloc(rep->nacts + 1, sizeof *r->stash);
+	r->pre = xcalloc(rep->nacts + 1, sizeof *r->pre);
+	pv_free(&qset);
+	pv_free(&rnames);
+	pv_free(&rinit);
+	pv_free(&qouts);
+}
+
+/* ---- samples ---- */
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* one random sample: standard normal values for every (float) input,
+ * symbolic dimensions set to 1 */
+static int random_sample(Interp *ip, uint64_t *state, TensorList *tl)
+{
+	for (size_t i = 0; i < interp_ninputs(ip); i++) {
+		int dt, rank;
+		int64_t dims[QM_MAX_RANK];
+		interp_input_type(ip, i, &dt, &rank, dims);
+		const char *nm = interp_input_name(ip, i);
+		if (dt != DT_FLOAT)
+			return error("verify.data = random: input '%s' is %s: random inputs are only made for float inputs",
+				     nm, dtype_name(dt));
+		if (rank < 0)
+			return error("verify.data = random: input '%s' has no declared rank", nm);
+		for (int k = 0; k < rank; k++)
+			if (dims[k] < 0)
+				dims[k] = 1;
+		Tensor t = {0};
+		if (tensor_alloc(&t, DT_FLOAT, rank, dims) < 0)
+			return -1;
+		float *f = t.data;
+		for (int64_t k = 0; k < t.numel; k++) {
+			double u1 = ((double)(splitmix(state) >> 11) + 1) / 9007199254740993.0;
+			double u2 = (double)(splitmix(state) >> 11) / 9007199254740992.0;
+			f[k] = (float)(sqrt(-2 * log(u1)) * cos(2 * M_PI * u2));
+		}
+		t.name = xstrdup(nm);
+		tl_push(tl, &t);
+	}
+	return 0;
+}
+
+static int is_int_type(int dt)
+{
+	return dt == DT_INT8 || dt == DT_INT16 || dt == DT_INT32 || dt == DT_INT64 || dt == DT_UINT8 ||
+	       dt == DT_UINT16 || dt == DT_UINT32 || dt == DT_UINT64;
+}
+
+/* index of the largest of n scores (the first on ties, as numpy.argmax) */
+static int64_t argmax(const Tensor *t, int64_t row, int64_t n)
+{
+	int64_t best = 0;
+	double bv = tensor_get_f64(t, row * n);
+	for (int64_t k = 1; k < n; k++) {
+		double v = tensor_get_f64(t, row * n + k);
+		if (v > bv || (isnan(v) && !isnan(bv))) {
+			bv = v;
+			best = k;
+		}
+	}
+	return best;
+}
+
+typedef struct Labels {
+	Tensor all;                /* labels_file: every label */
+	int64_t pos;
+} Labels;
+
+static int count_top1(VerifyReport *rep, const VerifyOpts *o, Labels *lb, uint64_t idx, const TensorList *tl,
+		      const char *oname, const Tensor *yr, const Tensor *yq)
+{
+	char sh[256];
+	if (yr->rank < 1 || yr->dims[yr->rank - 1] < 1)
+		return error("sample %llu: output '%s' is %s: top-1 needs class scores on its last axis",
+			     (unsigned long long)idx + 1, oname, shape_str(yr->rank, yr->dims, sh, sizeof sh));
+	int64_t ncls = yr->dims[yr->rank - 1], rows = yr->numel / ncls;
+	if (!rep->labeled) {
+		rep->labeled = 1;
+		rep->nclasses = ncls;
+		rep->class_n = xcalloc((size_t)ncls, sizeof *rep->class_n);
+		rep->class_ref = xcalloc((size_t)ncls, sizeof *rep->class_ref);
+		rep->class_q = xcalloc((size_t)ncls, sizeof *rep->class_q);
+	} else if (ncls != rep->nclasses)
+		return error("sample %llu: output '%s' has %lld classes, earlier samples had %lld",
+			     (unsigned long long)idx + 1, oname, (long long)ncls, (long long)rep->nclasses);
+	const Tensor *lt = NULL;
+	int64_t off = 0;
+	if (o->labels_name) {
+		for (size_t k = 0; k < tl->n && !lt; k++)
+			if (tl->t[k].name && !strcmp(tl->t[k].name, o->labels_name))
+				lt = &tl->t[k];
+		if (!lt)
+			return error("sample %llu has no tensor '%s' (verify.labels)", (unsigned long long)idx + 1,
+				     o->labels_name);
+		if (!is_int_type(lt->dtype))
+			return error("sample %llu: labels '%s' are %s, expected integer class indices",
+				     (unsigned long long)idx + 1, o->labels_name, dtype_name(lt->dtype));
+		if (lt->numel != rows)
+			return error("sample %llu: labels '%s' hold %lld values, expected %lld (one per row of output '%s' %s)",
+				     (unsigned long long)idx + 1, o->labels_name, (long long)lt->numel, (long long)rows,
+				     oname, shape_str(yr->rank, yr->dims, sh, sizeof sh));
+	} else {
+		lt = &lb->all;
+		off = lb->pos;
+		if (lb->pos + rows > lt->numel)
+			return error("labels file '%s' holds %lld labels, fewer than the rows of the samples (sample %llu needs %lld more)",
+				     o->labels_file, (long long)lt->numel, (unsigned long long)idx + 1,
+				     (long long)(lb->pos + rows - lt->numel));
+		lb->pos += rows;
+	}
+	for (int64_t i = 0; i < rows; i++) {
+		int64_t want = tensor_get_i64(lt, off + i);
+		if (want < 0 || want >= ncls)
+			return error("sample %llu: label %lld of row %lld is not a class of output '%s' (0..%lld)",
+				     (unsigned long long)idx + 1, (long long)want, (long long)i + 1, oname,
+				     (long long)ncls - 1);
+		int ok_r = argmax(yr, i, ncls) == want, ok_q = argmax(yq, i, ncls) == want;
+		rep->class_n[want]++;
+		rep->class_ref[want] += (uint64_t)ok_r;
+		rep->class_q[want] += (uint64_t)ok_q;
+		rep->ref_correct += (uint64_t)ok_r;
+		rep->q_correct += (uint64_t)ok_q;
+		rep->nrows++;
+	}
+	return 0;
+}
+
+static int load_labels(const char *path, Labels *lb)
+{
+	TensorList tl = {0};
+	if (data_read_file(path, &tl) < 0)
+		return -1;
+	int r = 0;
+	if (tl.n != 1)
+		r = error("labels file '%s' holds %zu tensors, expected one", path, tl.n);
+	else if (!is_int_type(tl.t[0].dtype))
+		r = error("labels file '%s' is %s, expected integer class indices", path, dtype_name(tl.t[0].dtype));
+	if (r == 0) {
+		lb->all = tl.t[0];
+		tl.t[0] = (Tensor){0};
+	}
+	tl_free(&tl);
+	return r;
+}
+
+int verify_models(Model *ref, Model *q, const VerifyOpts *o, VerifyReport *rep)
+{
+	memset(rep, 0, sizeof *rep);
+	rep->random = o->random;
+	rep->seed = o->seed;
+	Run run = {.rep = rep, .ref = ref};
+	InterpOpts ro = {.threads = o->threads, .tap = tap_ref, .tap_ud = &run};
+	InterpOpts qo = {.threads = o->threads, .tap = tap_q, .tap_ud = &run};
+	Interp *ipr = NULL, *ipq = NULL;
+	SampleIter *it = NULL;
+	Labels lb = {0};
+	size_t *omap = NULL;
+	Tensor *yr = NULL, *yq = NULL;
+	TensorList tl = {0};
+	int r = 0;
+	plan_layers(&run, ref, q);
+	if (!(ipr = interp_new(ref, &ro)))
+		r = error_prefix("reference model");
+	if (r == 0 && !(ipq = interp_new(q, &qo)))
+		r = error_prefix("quantized model");
+	size_t nout = r == 0 ? interp_noutputs(ipq) : 0, nrout = r == 0 ? interp_noutputs(ipr) : 0;
+	if (r == 0) {
+		omap = xcalloc(nout + 1, sizeof *omap);
+		rep->outs = xcalloc(nout + 1, sizeof *rep->outs);
+		for (size_t i = 0; r == 0 && i < nout; i++) {
+			const char *nm = interp_output_name(ipq, i);
+			size_t k = 0;
+			while (k < nrout && strcmp(interp_output_name(ipr, k), nm))
+				k++;
+			if (k == nrout)
+				r = error("output '%s' of the quantized model is not an output of the reference model", nm);
+			omap[i] = k;
+			rep->outs[i].name = xstrdup(nm);
+			rep->nouts++;
+		}
+		yr = xcalloc(nrout + 1, sizeof *yr);
+		yq = xcalloc(nout + 1, sizeof *yq);
+	}
+	if (r == 0 && o->labels_file)
+		r = load_labels(o->labels_file, &lb);
+	if (r == 0 && !o->random) {
+		r = samples_open(o->specs, o->nspecs, &it);
+		if (r == 0 && samples_count(it) == 0)
+			r = error("verify.data matches no sample");
+	}
+	uint64_t state = o->seed, total = o->random ? o->nrandom : r == 0 ? samples_count(it) : 0;
+	for (uint64_t idx = 0; r == 0 && idx < total; idx++) {
+		if (o->random)
+			r = random_sample(ipr, &state, &tl);
+		else if ((r = samples_next(it, &tl)) == 1)
+			r = 0;
+		else if (r == 0)
+			break;
+		run.first = idx == 0;
+		if (r == 0 && interp_run_sample(ipr, tl.n, tl.t, nrout, yr) < 0)
+			r = error_prefix("sample %llu, reference model", (unsigned long long)idx + 1);
+		if (r == 0 && interp_run_sample(ipq, tl.n, tl.t, nout, yq) < 0)
+			r = error_prefix("sample %llu, quantized model", (unsigned long long)idx + 1);
+		if (r == 0 && run.failed)
+			r = error_prefix("sample %llu: comparing intermediate tensors", (unsigned long long)idx + 1);
+		for (size_t i = 0; r == 0 && i < nout; i++) {
+			const Tensor *x = &yr[omap[i]], *y = &yq[i];
+			char a[256], b[256];
+			if (!same_shape(x, y))
+				r = error("sample %llu: output '%s' is %s in the reference model but %s in the quantized model",
+					  (unsigned long long)idx + 1, rep->outs[i].name, shape_str(x->rank, x->dims, a, sizeof a),
+					  shape_str(y->rank, y->dims, b, sizeof b));
+			else
+				compare_into(&run, &rep->outs[i], x, y, 0);
+		}
+		if (r == 0 && (o->labels_name || o->labels_file) && nout)
+			r = count_top1(rep, o, &lb, idx, &tl, rep->outs[0].name, &yr[omap[0]], &yq[0]);
+		for (size_t i = 0; i < nrout; i++)
+			tensor_free(&yr[i]);
+		for (size_t i = 0; i < nout; i++)
+			tensor_free(&yq[i]);
+		for (size_t i = 0; i < rep->nacts; i++) {
+			tensor_free(&run.stash[i]);
+			tensor_free(&run.pre[i]);
+		}
+		tl_free(&tl);
+		if (r == 0)
+			rep->nsamples++;
+	}
+	if (r == 0 && o->labels_file && lb.pos != lb.all.numel)
+		r = error("labels file '%s' holds %lld labels, the samples have %lld rows", o->labels_file,
+			  (long long)lb.all.numel, (long long)lb.pos);
+	tl_free(&tl);
+	tensor_free(&lb.all);
+	if (it)
+		samples_close(it);
+	interp_free(ipq);
+	interp_free(ipr);
+	free(yr);
+	free(yq);
+	free(omap);
+	free(run.rmap);
+	free(run.qmap);
+	free(run.stash);
+	free(run.pre);
+	free(run.winit);
+	free(run.bx);
+	free(run.by);
+	/* keep the layers that were compared */
+	size_t k = 0;
+	for (size_t i = 0; i < rep->nacts; i++) {
+		if (rep->acts[i].n)
+			rep->acts[k++] = rep->acts[i];
+		else {
+			free(rep->acts[i].name);
+			free(rep->acts[i].qname);
+		}
+	}
+	rep->nacts = k;
+	k = 0;
+	for (size_t i = 0; i < rep->nweights; i++) {
+		if (rep->weights[i].n)
+			rep->weights[k++] = rep->weights[i];
+		else {
+			free(rep->weights[i].name);
+			free(rep->weights[i].qname);
+		}
+	}
+	rep->nweights = k;
+	if (r < 0)
+		verify_report_free(rep);
+	return r;
+}
+
+static void free_stats(ErrStats *e, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(e[i].name);
+		free(e[i].qname);
+	}
+	free(e);
+}
+
+void verify_report_free(VerifyReport *rep)
+{
+	free_stats(rep->outs, rep->nouts);
+	free_stats(rep->acts, rep->nacts);
+	free_stats(rep->weights, rep->nweights);
+	free(rep->class_n);
+	free(rep->class_ref);
+	free(rep->class_q);
+	memset(rep, 0, sizeof *rep);
+}

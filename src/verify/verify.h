@@ -1,0 +1,100 @@
+/* verify.h — comparing a quantized model against its float reference.
+ *
+ * verify_models() plans both models once and streams the samples through
+ * them one at a time (nothing is kept across samples): every output of the
+ * quantized model is compared with the reference's output of the same name,
+ * accumulating over all samples the sums behind
+ *
+ *   SQNR   = 10 log10(sum x^2 / sum (x - y)^2)   (= 20 log10(|x| / |x - y|))
+ *   cosine = sum xy / sqrt(sum x^2 sum y^2)
+ *   max and mean absolute error
+ *
+ * where x is the reference and y the quantized value. With labels, output 0
+ * is read as class scores (last axis) and top-1 accuracy of both models, the
+ * drop in points and per-class accuracy are counted.
+ *
+ * Per layer: taps on both interpreters compare every float tensor the two
+ * models share: a reference tensor T matches the quantized model's
+ * T_DequantizeLinear_Output (what T's consumers see after a QDQ pair) or
+ * else its own T. "local" SQNR compares T with T_DequantizeLinear_Output
+ * inside the quantized model (the error of that one quantization step).
+ * Weights: every W_DequantizeLinear_Output (or W_quantized_...) whose W is a
+ * reference initializer is compared with it once.
+ *
+ * Library code: knows no rule files; returns 0 or -1 after error(). */
+#ifndef QM_VERIFY_VERIFY_H
+#define QM_VERIFY_VERIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "onnx/model.h"
+#include "util.h"
+
+typedef struct VerifyOpts {
+	const char *const *specs;  /* samples (see samples_open) */
+	size_t nspecs;
+	int random;                /* instead of specs: seeded random inputs */
+	size_t nrandom;            /* number of random samples */
+	uint64_t seed;
+	const char *labels_name;   /* tensor in every sample holding its labels */
+	const char *labels_file;   /* or one file with the labels of all samples */
+	int threads;
+} VerifyOpts;
+
+/* sums over every element compared */
+typedef struct ErrStats {
+	char *name;                /* reference tensor / output name */
+	char *qname;               /* matching quantized-model tensor (layers) */
+	uint64_t n;                /* elements compared */
+	uint64_t nonfinite;        /* pairs with a NaN or infinity (left out) */
+	double sx2, sy2, sxy, sd2, sum_abs, max_abs;
+	/* layers: the quantized model's own T against T_DequantizeLinear_Output */
+	uint64_t local_n;
+	double local_sx2, local_sd2;
+} ErrStats;
+
+typedef struct VerifyReport {
+	uint64_t nsamples;
+	int random;
+	uint64_t seed;
+	ErrStats *outs;            /* one per output, in graph order */
+	size_t nouts;
+	/* labels (output 0) */
+	int labeled;
+	uint64_t nrows, ref_correct, q_correct;
+	int64_t nclasses;
+	uint64_t *class_n, *class_ref, *class_q;
+	/* per layer: activations and weights with n > 0 */
+	ErrStats *acts, *weights;
+	size_t nacts, nweights;
+} VerifyReport;
+
+int verify_models(Model *ref, Model *q, const VerifyOpts *o, VerifyReport *rep);
+void verify_report_free(VerifyReport *rep);
+
+/* figures of one ErrStats: SQNR in dB (+inf when equal), cosine, mean abs */
+double err_sqnr(const ErrStats *e);
+double err_local_sqnr(const ErrStats *e);
+double err_cosine(const ErrStats *e);
+double err_mean_abs(const ErrStats *e);
+/* accumulate the elementwise comparison of x (reference) and y */
+void err_add(ErrStats *e, const double *x, const double *y, size_t n);
+
+typedef struct VerifyGates {
+	/* NaN: not set */
+	double max_top1_drop, min_sqnr, min_cosine, max_abs;
+} VerifyGates;
+
+/* Every gate that fails is one line "verify: MODEL: GATE: measured X,
+ * threshold Y" on err; returns the number of failed gates, or -1 after
+ * error() when a gate cannot be measured (top-1 without labels). */
+int verify_gates(const VerifyReport *rep, const VerifyGates *g, const char *model, FILE *err);
+/* verify.json: every figure, layers ranked worst first */
+void verify_json(const VerifyReport *rep, const VerifyGates *g, const char *model, const char *inputs,
+		 int nfailed, StrBuf *sb);
+/* one screen of figures for the build log */
+void verify_summary(const VerifyReport *rep, const char *model, FILE *log);
+
+#endif

@@ -71,5 +71,6 @@ extern const Stage stage_export;
 extern const Stage stage_infer_shapes;
 extern const Stage stage_preprocess;
 extern const Stage stage_calibrate, stage_quantize;
+extern const Stage stage_verify;
 
 #endif

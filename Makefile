@@ -3,10 +3,13 @@
 
 PREFIX   ?= /usr/local
 CC       ?= cc
-# OpenBLAS is compiled against but not linked: src/blas.c loads it on first use.
-PKGS      = libprotobuf-c libxxhash libarchive libgit2 inih jansson nettle
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) openblas 2>/dev/null)
+# OpenBLAS, libgit2 and libarchive are compiled against but not linked:
+# src/blas.c and src/lazylib.c load them on first use (see there why).
+PKGS      = libprotobuf-c libxxhash inih jansson nettle
+LAZY_PKGS = openblas libgit2 libarchive
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) $(LAZY_PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+soname = $(shell objdump -p $$(pkg-config --variable=libdir $(1))/$(2).so 2>/dev/null | awk '/SONAME/{print $$2}')
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 
 # SANITIZE=1 builds into obj/asan with AddressSanitizer and UBSan (make check uses it).
@@ -59,6 +62,8 @@ $(OBJ)/gen/op_registry.o: $(OBJ)/gen/op_registry.c $(OBJ)/gen/onnx.pb-c.h
 $(OBJ)/%.o: %.c $(OBJ)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(OBJ)/src/lazylib.o: ALL_CFLAGS += -DGIT2_SONAME='"$(call soname,libgit2,libgit2)"' -DARCHIVE_SONAME='"$(call soname,libarchive,libarchive)"'
 
 # XXH3 with AVX2 for file hashing, chosen at run time (src/hash.c)
 $(OBJ)/src/hash_avx2.o: ALL_CFLAGS += -mavx2

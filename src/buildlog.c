@@ -55,7 +55,12 @@ static LogEntry *slot(BuildLog *l, const char *id, int create)
 
 static char *mkid(const char *model, const char *stage)
 {
-	return xasprintf("%s\t%s", model, stage);
+	size_t lm = strlen(model), ls = strlen(stage);
+	char *id = xmalloc(lm + ls + 2);
+	memcpy(id, model, lm);
+	id[lm] = '\t';
+	memcpy(id + lm + 1, stage, ls + 1);
+	return id;
 }
 
 LogEntry *buildlog_get(BuildLog *l, const char *model, const char *stage)

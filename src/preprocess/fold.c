@@ -127,6 +127,8 @@ int prep_fold(PrepCtx *c, Onnx__GraphProto *g)
 		int tried = 0;
 		for (size_t k = 0; k < c->tried.n && !tried; k++)
 			tried = c->tried.v[k] == g->node[i];
+		if (tried)
+			c->stat->skipped++;
 		if (tried || !foldable(g, g->node[i])) {
 			i++;
 			continue;

@@ -172,7 +172,7 @@ static int fuse_one(PrepCtx *c, Onnx__GraphProto *g, size_t bi, Onnx__NodeProto 
 				if (!is_conv)
 					cv *= beta;
 			}
-			nbd[i * ch + k] = (float)((cv - mean[k]) * s[k] + bb[k]);
+			nbd[i * ch + k] = (float)((cv - mean[k]) * s[k]);
 		}
 	free(s);
 	char *wn = pg_fresh_name(c, g, p->input[1]);
@@ -221,4 +221,80 @@ int prep_fuse_bn(PrepCtx *c, Onnx__GraphProto *g)
 			i++;
 	}
 	return pg_each_subgraph(c, g, prep_fuse_bn);
+}
+
+/* rank of name from g's type annotations (inputs, value_info, outputs), -1 */
+static int known_rank(const Onnx__GraphProto *g, const char *name)
+{
+	Onnx__ValueInfoProto **lists[3] = {g->input, g->value_info, g->output};
+	size_t lens[3] = {g->n_input, g->n_value_info, g->n_output};
+	for (int l = 0; l < 3; l++)
+		for (size_t i = 0; i < lens[l]; i++) {
+			const Onnx__ValueInfoProto *v = lists[l][i];
+			if (!v->name || strcmp(v->name, name) || !v->type || !v->type->tensor_type ||
+			    !v->type->tensor_type->shape)
+				continue;
+			return (int)v->type->tensor_type->shape->n_dim;
+		}
+	return -1;
+}
+
+/* the float initializer called name: its rank and dims (up to 2), or 0 */
+static int init_shape(const Onnx__GraphProto *g, const char *name, int *rank, int64_t *dims)
+{
+	const Onnx__TensorProto *t = pg_init(g, name);
+	if (!t || pg_is_input(g, name) || t->data_type != DT_FLOAT || t->n_dims > 2)
+		return 0;
+	*rank = (int)t->n_dims;
+	for (size_t i = 0; i < t->n_dims; i++)
+		dims[i] = t->dims[i];
+	return 1;
+}
+
+/* MatMul(A, W) + C, A of rank 2, W a [K, N] float initializer, C a float
+ * initializer of shape [], [1], [N], [1, 1] or [1, N]: Gemm(A, W, C), which
+ * computes the same sum of products plus the bias. Needs opset >= 7. */
+int prep_matmul_add(PrepCtx *c, Onnx__GraphProto *g)
+{
+	if (model_opset(c->m->proto, "") < 7)
+		return 0;
+	for (size_t i = 0; i < g->n_node; i++) {
+		Onnx__NodeProto *mm = g->node[i];
+		if (strcmp(mm->op_type, "MatMul") || !default_domain(mm) || mm->n_input != 2 || mm->n_output != 1)
+			continue;
+		int wr, cr;
+		int64_t wd[2], cd[2];
+		const char *y = mm->output[0];
+		if (!init_shape(g, mm->input[1], &wr, wd) || wr != 2 || known_rank(g, mm->input[0]) != 2 ||
+		    pg_uses(g, y) != 1 || pg_is_output(g, y))
+			continue;
+		size_t ai = 0;
+		Onnx__NodeProto *add = NULL;
+		for (size_t k = i + 1; k < g->n_node && !add; k++)
+			for (size_t q = 0; q < g->node[k]->n_input; q++)
+				if (!strcmp(g->node[k]->input[q], y))
+					add = g->node[k], ai = k;
+		if (!add || strcmp(add->op_type, "Add") || !default_domain(add) || add->n_input != 2 ||
+		    !strcmp(add->input[0], add->input[1]))
+			continue;
+		const char *bias = !strcmp(add->input[0], y) ? add->input[1] : add->input[0];
+		if (!init_shape(g, bias, &cr, cd))
+			continue;
+		int64_t last = cr ? cd[cr - 1] : 1;
+		if ((last != 1 && last != wd[1]) || (cr == 2 && cd[0] != 1))
+			continue;
+		if (pg_sub_defines(g, add->output[0]))
+			continue;
+		char *b = xstrdup(bias), *out = xstrdup(add->output[0]);
+		pg_remove_node(g, ai);
+		free(mm->op_type);
+		mm->op_type = xstrdup("Gemm");
+		mm->input = xreallocarray(mm->input, 3, sizeof *mm->input);
+		mm->input[2] = b;
+		mm->n_input = 3;
+		free(mm->output[0]);
+		mm->output[0] = out;
+		c->stat->changed++;
+	}
+	return pg_each_subgraph(c, g, prep_matmul_add);
 }

@@ -13,6 +13,7 @@ static const struct {
 	[PREP_FOLD] = {"fold", prep_fold},
 	[PREP_FUSE_BN] = {"fuse-bn", prep_fuse_bn},
 	[PREP_TRANSPOSE] = {"transpose", prep_transpose},
+	[PREP_MATMUL_ADD] = {"matmul-add", prep_matmul_add},
 	[PREP_DEDUP] = {"dedup", prep_dedup},
 	[PREP_DCE] = {"dce", prep_dce},
 };
@@ -95,9 +96,12 @@ int prep_run(Model *m, const PrepOpts *o, PrepReport *r)
 	PrepCtx c = {.m = m, .o = o};
 	int rc = 0;
 	for (size_t round = 0; round < PREP_MAX_ROUNDS && rc == 0; round++) {
+		/* skipped: what the last round left alone */
 		size_t before = 0;
-		for (int p = 0; p < PREP_NPASSES; p++)
+		for (int p = 0; p < PREP_NPASSES; p++) {
 			before += r->stat[p].changed;
+			r->stat[p].skipped = 0;
+		}
 		for (size_t i = 0; i < o->npasses && rc == 0; i++) {
 			c.stat = &r->stat[o->passes[i]];
 			rc = passes[o->passes[i]].fn(&c, g);

@@ -10,7 +10,8 @@
  *
  * Passes: identity (Identity, inference Dropout), fold (constant folding
  * through the operator kernels), fuse-bn (BatchNormalization into Conv or
- * Gemm), transpose (consecutive Transposes, identity permutations), dedup
+ * Gemm), transpose (consecutive Transposes, identity permutations),
+ * matmul-add (MatMul + Add of a bias into Gemm), dedup
  * (duplicate initializers), dce (dead nodes, unused initializers). All
  * functions return 0 or -1 after error(). */
 #ifndef QM_PREPROCESS_PASSES_H
@@ -28,11 +29,12 @@
 /* default bound on the bytes of one folded output */
 #define PREP_FOLD_LIMIT ((size_t)16 << 20)
 
-enum { PREP_IDENTITY, PREP_FOLD, PREP_FUSE_BN, PREP_TRANSPOSE, PREP_DEDUP, PREP_DCE, PREP_NPASSES };
+enum { PREP_IDENTITY, PREP_FOLD, PREP_FUSE_BN, PREP_TRANSPOSE, PREP_MATMUL_ADD, PREP_DEDUP, PREP_DCE, PREP_NPASSES };
 
 typedef struct PrepStat {
 	size_t changed;       /* nodes removed or rewritten, initializers shared/dropped */
-	size_t skipped;       /* candidates left alone (fold: over the size limit or no kernel) */
+	size_t skipped;       /* candidates the last round left alone (fold: over the
+				 size limit or refused by the kernel; identity: must stay) */
 } PrepStat;
 
 typedef struct PrepOpts {
@@ -70,6 +72,7 @@ int prep_identity(PrepCtx *c, Onnx__GraphProto *g);
 int prep_fold(PrepCtx *c, Onnx__GraphProto *g);
 int prep_fuse_bn(PrepCtx *c, Onnx__GraphProto *g);
 int prep_transpose(PrepCtx *c, Onnx__GraphProto *g);
+int prep_matmul_add(PrepCtx *c, Onnx__GraphProto *g);
 int prep_dedup(PrepCtx *c, Onnx__GraphProto *g);
 int prep_dce(PrepCtx *c, Onnx__GraphProto *g);
 

@@ -12,6 +12,7 @@ const Stage *const stage_table[] = {
 	&stage_preprocess,
 	&stage_calibrate,
 	&stage_quantize,
+	&stage_verify,
 	NULL,
 };
 

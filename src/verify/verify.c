@@ -227,6 +227,25 @@ static void node_outputs(const Onnx__GraphProto *g, PtrVec *out)
 				pv_push(out, g->node[i]->output[k]);
 }
 
+/* the op type producing name in g ("" for a graph input, NULL if none) */
+static const char *producer(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_output; k++)
+			if (g->node[i]->output[k] && !strcmp(g->node[i]->output[k], name))
+				return g->node[i]->op_type;
+	for (size_t i = 0; i < g->n_input; i++)
+		if (!strcmp(g->input[i]->name, name))
+			return "";
+	return NULL;
+}
+
+static int same_producer(const Onnx__GraphProto *a, const Onnx__GraphProto *b, const char *name)
+{
+	const char *x = producer(a, name), *y = producer(b, name);
+	return x && y && !strcmp(x, y);
+}
+
 static void push_match(Match **map, size_t *n, const char *name, int kind, size_t idx)
 {
 	*map = xreallocarray(*map, *n + 1, sizeof **map);
@@ -262,7 +281,9 @@ static void plan_layers(Run *r, Model *ref, Model *q)
 			rep->acts[k].qname = xstrdup(qn);
 			push_match(&r->rmap, &r->nrmap, rep->acts[k].name, M_REF, k);
 			push_match(&r->qmap, &r->nqmap, rep->acts[k].qname, M_MATCH, k);
-			if (qn == dq && has((char **)qset.v, qset.n, t))
+			/* T's own quantization step, when q computes T as the
+			 * reference does (not when a Relu was folded into T's range) */
+			if (qn == dq && has((char **)qset.v, qset.n, t) && same_producer(rg, qg, t))
 				push_match(&r->qmap, &r->nqmap, rep->acts[k].name, M_PRE, k);
 		}
 		free(dq);

@@ -1,0 +1,232 @@
+#!/bin/sh
+# The verify stage in temporary projects built from examples/digits (a
+# trained MLP, static and dynamic int8) and a small CNN: gates pass at
+# sensible thresholds and fail the build (exit 1, one line per gate) when set
+# impossibly high; top-1, SQNR, cosine and max-abs equal those computed with
+# onnxruntime on the same models and data; the final artifact is the
+# quantized model unchanged; reruns do no work; random inputs are seeded and
+# said so; bad labels and bad data are clear errors.
+. "$(dirname "$0")/lib/common.sh"
+mktmp
+Q=$QUANTMAKE
+EX=$ROOT/examples/digits
+if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
+	skip "verify tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	exit 0
+fi
+
+ran() { # ran LOG STAGE MODEL: succeeds if the log shows that action ran
+	grep -q "^\[[0-9]*/[0-9]*\] $2 $3 " "$1"
+}
+
+P=$TMPD/p
+mkdir -p "$P/rules" "$P/data"
+cp "$EX/export.py" "$EX/weights.npz" "$EX/calib.npy" "$EX/test.npz" "$P/"
+cat > "$P/mkcnn.py" <<'EOF'
+"""A small CNN over the 8x8 digits with fixed random weights: python mkcnn.py OUT.onnx"""
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+r = np.random.default_rng(0)
+f = lambda *s: (r.standard_normal(s) * 0.3).astype(np.float32)
+inits = [numpy_helper.from_array(a, n) for n, a in [
+    ("cw", f(6, 1, 3, 3)), ("cb", f(6)), ("gw", f(10, 96)), ("gb", f(10)),
+    ("shape", np.array([-1, 1, 8, 8], np.int64))]]
+nodes = [
+    helper.make_node("Reshape", ["input", "shape"], ["img"], name="to_image"),
+    helper.make_node("Conv", ["img", "cw", "cb"], ["c0"], name="conv", pads=[1, 1, 1, 1],
+                     kernel_shape=[3, 3]),
+    helper.make_node("Relu", ["c0"], ["c1"], name="relu"),
+    helper.make_node("MaxPool", ["c1"], ["p0"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+    helper.make_node("Flatten", ["p0"], ["f0"], name="flatten"),
+    helper.make_node("Gemm", ["f0", "gw", "gb"], ["logits"], name="fc", transB=1),
+]
+g = helper.make_graph(nodes, "cnn",
+                      [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 64])],
+                      [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
+                      inits)
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.checker.check_model(m)
+onnx.save(m, sys.argv[1])
+EOF
+"$PY" "$P/export.py" "$P/weights.npz" "$P/digits.onnx"
+"$PY" "$P/mkcnn.py" "$P/cnn.onnx"
+# data: the labels apart, bad labels, data of the wrong shape, two samples
+"$PY" -c "
+import numpy as np
+t = np.load('$P/test.npz'); x, y = t['input'], t['labels']
+np.save('$P/data/labels.npy', y)
+np.save('$P/data/labels_short.npy', y[:-3])
+np.savez('$P/data/short.npz', input=x, labels=y[:-1])
+np.savez('$P/data/flabels.npz', input=x, labels=y.astype(np.float32))
+np.save('$P/data/narrow.npy', x[:, :32])
+np.savez('$P/data/x.npz', input=x)
+np.savez('$P/data/a.npz', input=x[:200], labels=y[:200])
+np.savez('$P/data/b.npz', input=x[200:], labels=y[200:])
+"
+mkdir -p "$P/data/split" && mv "$P/data/a.npz" "$P/data/b.npz" "$P/data/split/"
+
+cat > "$P/rules/m.rules" <<'EOF'
+[model ds]
+source = digits.onnx
+quantize = static
+quantize.calibration = calib.npy
+verify.data = test.npz
+verify.labels = labels
+verify.max-top1-drop = 1.0
+verify.min-sqnr = 20
+verify.min-cosine = 0.99
+
+[model dd]
+source = digits.onnx
+quantize = dynamic
+verify.data = data/x.npz
+verify.labels = data/labels.npy
+verify.max-top1-drop = 1.0
+verify.min-sqnr = 20
+
+[model cs]
+source = cnn.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.per-channel = true
+verify.data = data/split
+verify.labels = labels
+verify.min-sqnr = 10
+verify.max-abs = 100
+
+[model rnd]
+source = digits.onnx
+quantize = static
+quantize.calibration = calib.npy
+verify.data = random
+verify.min-cosine = 0.5
+EOF
+"$Q" -C "$P" -j4 > "$TMPD/log1" 2>&1
+st=$?
+[ $st -eq 0 ] && pass "verify passes at sensible gates" || fail "verify passes at sensible gates" "status $st: $(grep -v '^ ' "$TMPD/log1" | head -8)"
+for m in ds dd cs rnd; do
+	ran "$TMPD/log1" verify $m || fail "verify runs for $m" "$(head -c 300 "$TMPD/log1")"
+done
+check "verify.json written" test -f "$P/build/ds/verify.json"
+grep -q 'top-1 over 397 rows: reference' "$TMPD/log1" && pass "summary on the build log" || fail "summary on the build log" "$(head -c 400 "$TMPD/log1")"
+
+# the chain's final artifact is the quantized model, unchanged
+"$Q" -C "$P" ds:quantize dd:quantize > /dev/null 2>&1
+check "final artifact is the quantized model (static)" cmp "$P/build/ds/ds.onnx" "$P/build/ds/quantize/ds.onnx"
+check "final artifact is the quantized model (dynamic)" cmp "$P/build/dd/dd.onnx" "$P/build/dd/quantize/dd.onnx"
+
+# ---- our figures against onnxruntime's on the same models and data ----
+cat > "$TMPD/oracle.py" <<'EOF'
+import json, sys
+import numpy as np
+import onnxruntime as ort
+ort.set_default_logger_severity(3)
+B, P = sys.argv[1], sys.argv[2]
+def run(path, x):
+    s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return s.run(None, {"input": x})[0].astype(np.float64)
+t = np.load(P + "/test.npz")
+x, y = t["input"], t["labels"]
+for name, fl in (("ds", "digits"), ("dd", "digits"), ("cs", "cnn")):
+    r = json.load(open("%s/%s/verify.json" % (B, name)))
+    a = run("%s/%s.onnx" % (P, fl), x)
+    b = run("%s/%s/%s.onnx" % (B, name, name), x)
+    sqnr = 20 * np.log10(np.linalg.norm(a) / np.linalg.norm(a - b))
+    cos = (a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum())
+    t1f, t1q = 100 * (a.argmax(1) == y).mean(), 100 * (b.argmax(1) == y).mean()
+    o = r["outputs"][0]
+    bad = []
+    if abs(o["sqnr_db"] - sqnr) > 0.1: bad.append("sqnr %.4f vs ort %.4f" % (o["sqnr_db"], sqnr))
+    if abs(o["cosine"] - cos) > 1e-4: bad.append("cosine %.6f vs ort %.6f" % (o["cosine"], cos))
+    if abs(o["max_abs"] - np.abs(a - b).max()) > 0.05 * max(1e-3, np.abs(a - b).max()):
+        bad.append("max-abs %.5f vs ort %.5f" % (o["max_abs"], np.abs(a - b).max()))
+    if abs(r["top1"]["reference"] - t1f) > 0.1: bad.append("float top-1 %.3f vs ort %.3f" % (r["top1"]["reference"], t1f))
+    if abs(r["top1"]["quantized"] - t1q) > 0.1: bad.append("quantized top-1 %.3f vs ort %.3f" % (r["top1"]["quantized"], t1q))
+    if abs(r["top1"]["drop_points"] - (t1f - t1q)) > 0.1: bad.append("drop")
+    if r["samples"] != (2 if name == "cs" else 1): bad.append("samples %d" % r["samples"])
+    pc = r["top1"]["per_class"]
+    if [c["rows"] for c in pc] != [int((y == k).sum()) for k in range(10)]: bad.append("per-class rows")
+    for k in range(10):
+        m = y == k
+        if abs(pc[k]["quantized"] - 100 * (b.argmax(1)[m] == k).mean()) > 0.1: bad.append("class %d" % k)
+    print("%s %s ours: sqnr %.3f dB top-1 %.2f -> %.2f; ort: sqnr %.3f dB top-1 %.2f -> %.2f %s" % (
+        "BAD" if bad else "OK", name, o["sqnr_db"], r["top1"]["reference"], r["top1"]["quantized"],
+        sqnr, t1f, t1q, "; ".join(bad)))
+EOF
+"$PY" "$TMPD/oracle.py" "$P/build" "$P" > "$TMPD/oracle.out" 2>&1
+for m in ds dd cs; do
+	if grep -q "^OK $m " "$TMPD/oracle.out"; then pass "top-1/SQNR equal onnxruntime's ($m)"
+	else fail "top-1/SQNR equal onnxruntime's ($m)" "$(grep " $m \|Error" "$TMPD/oracle.out" | head -3)"; fi
+done
+[ -n "$VERBOSE" ] && cat "$TMPD/oracle.out"
+
+# ---- per-layer figures: weights and activations, worst first ----
+"$PY" -c "
+import json, sys
+r = json.load(open('$P/build/ds/verify.json'))
+acts, ws = r['activations'], r['weights']
+names = {a['name'] for a in acts}
+assert {'input', 'h2', 'logits'} <= names, names
+assert {w['name'] for w in ws} >= {'w1', 'w2'}, ws
+s = [a['sqnr_db'] for a in acts if a['sqnr_db'] is not None]
+assert s == sorted(s), s
+assert r['passed'] is True and r['random_inputs'] is False
+" 2>"$TMPD/err" && pass "per-layer activations and weights ranked worst first" || fail "per-layer activations and weights ranked worst first" "$(tail -1 "$TMPD/err")"
+
+# ---- random inputs: said so, deterministic ----
+"$PY" -c "
+import json
+r = json.load(open('$P/build/rnd/verify.json'))
+assert r['random_inputs'] is True and r['samples'] == 16 and 'random' in r['inputs'], r
+" 2>"$TMPD/err" && pass "random inputs are reported as random" || fail "random inputs are reported as random" "$(tail -1 "$TMPD/err")"
+cp "$P/build/rnd/verify.json" "$TMPD/rnd1.json"
+QUANTMAKE_CACHE=$TMPD/cache2 "$Q" -C "$P" -B rnd > "$TMPD/log_rnd" 2>&1
+check "random inputs are deterministic" cmp "$TMPD/rnd1.json" "$P/build/rnd/verify.json"
+
+# ---- rerun: no work ----
+"$Q" -C "$P" > "$TMPD/log2" 2>&1
+st=$?
+[ $st -eq 0 ] && ! grep -q '^\[[0-9]*/[0-9]*\] verify' "$TMPD/log2" && pass "rerun does no work" || fail "rerun does no work" "status $st: $(head -c 300 "$TMPD/log2")"
+
+# ---- gates that fail ----
+rules() { # rules KEY=VALUE...: model ds with these verify keys
+	{
+		printf '[model ds]\nsource = digits.onnx\nquantize = static\nquantize.calibration = calib.npy\n'
+		for kv in "$@"; do printf '%s\n' "$kv"; done
+	} > "$P/rules/m.rules"
+}
+rules "verify.data = test.npz" "verify.min-sqnr = 200"
+expect_err "impossible SQNR gate fails the build" 1 '^verify: ds: min-sqnr: measured [0-9.]+ dB, threshold 200 dB' "$Q" -C "$P"
+ran "$TMPD/.stderr" quantize ds && fail "gate change reruns only verify" "$(head -c 300 "$TMPD/.stderr")" || pass "gate change reruns only verify"
+rules "verify.data = test.npz" "verify.labels = labels" "verify.max-top1-drop = -5" "verify.min-cosine = 1.5" "verify.max-abs = 0.0001"
+"$Q" -C "$P" > "$TMPD/log3" 2>&1
+st=$?
+n=$(grep -c '^verify: ds: [a-z0-9-]*: measured .*, threshold ' "$TMPD/log3")
+[ $st -eq 1 ] && [ "$n" -eq 3 ] && grep -q '^verify: ds: max-top1-drop: measured [0-9.-]* points.*threshold -5 points' "$TMPD/log3" &&
+	grep -q '^verify: ds: min-cosine: measured 0\.[0-9]*, threshold 1.5' "$TMPD/log3" && pass "one line per failed gate" ||
+	fail "one line per failed gate" "status $st, $n lines: $(grep '^verify' "$TMPD/log3" | tail -4)"
+
+# ---- bad input ----
+rules "verify.min-sqnr = 20"
+expect_err "no data is a clear error" 2 "model 'ds': verify needs verify.data" "$Q" -C "$P"
+rules "verify.data = data/short.npz" "verify.labels = labels"
+expect_err "labels of the wrong length" 1 "sample 1: labels 'labels' hold 396 values, expected 397" "$Q" -C "$P"
+rules "verify.data = test.npz" "verify.labels = data/labels_short.npy"
+expect_err "labels file of the wrong length" 1 "labels file '.*labels_short.npy' holds 394 labels" "$Q" -C "$P"
+rules "verify.data = data/flabels.npz" "verify.labels = labels"
+expect_err "labels of the wrong type" 1 "labels 'labels' are float, expected integer class indices" "$Q" -C "$P"
+rules "verify.data = test.npz" "verify.labels = lables"
+expect_err "labels name missing from the data" 1 "sample 1 has no tensor 'lables' \(verify.labels\)" "$Q" -C "$P"
+rules "verify.data = data/narrow.npy"
+expect_err "data not matching the model's inputs" 1 "sample 1, reference model: input 'input': expected float \[batch,64\], got float \[397,32\]" "$Q" -C "$P"
+rules "verify.data = nothing*.npz"
+expect_err "data matching no file" 2 "verify.data 'nothing\*.npz' matches no file" "$Q" -C "$P"
+rules "verify.data = test.npz" "verify.max-top1-drop = 1"
+expect_err "top-1 gate without labels" 1 "verify.max-top1-drop needs verify.labels" "$Q" -C "$P"
+rules "verify.data = random" "verify.labels = labels"
+expect_err "labels with random data" 2 "verify.labels needs real samples" "$Q" -C "$P"
+printf '[model v]\nsource = digits.onnx\nverify.data = test.npz\n' > "$P/rules/m.rules"
+expect_err "verify without quantize names what is missing" 2 "stage verify needs a quantize stage" "$Q" -C "$P"

@@ -97,6 +97,14 @@ n = [h.make_node("RandomUniform", [], ["r"], shape=[2, 3], seed=1.0), h.make_nod
      h.make_node("Dropout", ["a", "ratio0", "tm1"], ["y"])]
 save("random", n, [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 3])],
      [init("zero", np.float32(0)), init("ratio0", np.float32(0)), init("tm1", np.bool_(True))])
+# shape chains of a statically shaped tensor: Shape/Size -> Gather/Concat -> Reshape
+n = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "i0"], ["d0"], axis=0),
+     h.make_node("Unsqueeze", ["d0", "ax"], ["d0u"]), h.make_node("Concat", ["d0u", "m1"], ["ns"], axis=0),
+     h.make_node("Reshape", ["x", "ns"], ["r"]), h.make_node("Size", ["x"], ["sz"]),
+     h.make_node("Cast", ["sz"], ["szf"], to=T.FLOAT), h.make_node("Div", ["r", "szf"], ["y"]),
+     h.make_node("Shape", ["x"], ["s2"], start=1), h.make_node("Reshape", ["x", "s2"], ["y2"], allowzero=0)]
+save("shapes", n, [vi("x", T.FLOAT, [2, 3, 4])], [vi("y", T.FLOAT, [2, 12]), vi("y2", T.FLOAT, [3, 4, 2])],
+     [init("i0", np.array(0, np.int64)), init("ax", np.array([0], np.int64)), init("m1", np.array([-1], np.int64))], opset=15)
 EOF
 cat > "$TMPD/check.py" <<'EOF'
 import sys, json, numpy as np, onnx, onnxruntime as ort
@@ -149,7 +157,7 @@ print(f"PASS: {name} ({no} -> {nn} nodes, outputs equal)")
 EOF
 "$PY" "$TMPD/gen.py" "$P/models" || { fail "generate models" "gen.py failed"; exit 1; }
 
-MODELS="convbn identity constant dedup transpose subgraph random"
+MODELS="convbn identity constant dedup transpose subgraph random shapes"
 for m in $MODELS; do
 	printf '[model %s]\nsource = models/%s.onnx\npreprocess = default\n\n' "$m" "$m"
 done > "$P/rules/main.rules"
@@ -182,6 +190,7 @@ ck dedup "$P/models/dedup.onnx" "" inits
 ck transpose "$P/models/transpose.onnx" ""
 ck subgraph "$P/models/subgraph.onnx" Identity
 ck digits "$P/build/digits/export/digits.onnx" MatMul,Add
+ck shapes "$P/models/shapes.onnx" Shape,Size,Gather,Concat,Cast,Unsqueeze
 
 # random ops and training-mode Dropout are never folded or removed
 if "$PY" -c '
@@ -210,6 +219,7 @@ counts dedup dedup 2 0
 counts transpose transpose 4 0
 counts subgraph identity 4 0
 counts digits matmul-add 2 0
+counts shapes shape 3 0
 if grep -q '^preprocess: convbn: fuse-bn: 4 changed$' "$TMPD/log" &&
    grep -q '^preprocess: convbn: 11 -> 7 nodes' "$TMPD/log"; then
 	pass "one log line per pass and a summary"
@@ -276,7 +286,7 @@ E=$TMPD/e
 mkdir -p "$E/rules" && cp -r "$P/models" "$E/"
 printf '[model x]\nsource = models/dedup.onnx\npreprocess = fold, fodl\n' > "$E/rules/main.rules"
 expect_err "unknown pass names file:line and lists the passes" 2 \
-	"rules/main.rules:3: model 'x': preprocess: unknown pass 'fodl': expected default or a list of identity, fold, fuse-bn" "$Q" -C "$E"
+	"rules/main.rules:3: model 'x': preprocess: unknown pass 'fodl': expected default or a list of identity, shape, fold, fuse-bn" "$Q" -C "$E"
 printf '[model x]\nsource = models/dedup.onnx\npreprocess = dce, dce\n' > "$E/rules/main.rules"
 expect_err "a pass listed twice" 2 "rules/main.rules:3: .*pass 'dce' is listed twice" "$Q" -C "$E"
 printf '[model x]\nsource = models/dedup.onnx\npreprocess.fold-limit = 1M\n' > "$E/rules/main.rules"

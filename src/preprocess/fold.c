@@ -141,3 +141,71 @@ int prep_fold(PrepCtx *c, Onnx__GraphProto *g)
 	}
 	return pg_each_subgraph(c, g, prep_fold);
 }
+
+/* the static dims of name from g's annotations: rank, or -1 when some dim
+ * is not a known number (or nothing is declared) */
+static int static_dims(const Onnx__GraphProto *g, const char *name, int64_t *dims)
+{
+	Onnx__ValueInfoProto **lists[3] = {g->input, g->value_info, g->output};
+	size_t lens[3] = {g->n_input, g->n_value_info, g->n_output};
+	for (int l = 0; l < 3; l++)
+		for (size_t i = 0; i < lens[l]; i++) {
+			const Onnx__ValueInfoProto *v = lists[l][i];
+			if (!v->name || strcmp(v->name, name))
+				continue;
+			if (!v->type || !v->type->tensor_type || !v->type->tensor_type->shape ||
+			    v->type->tensor_type->shape->n_dim > QM_MAX_RANK)
+				return -1;
+			const Onnx__TensorShapeProto *s = v->type->tensor_type->shape;
+			for (size_t k = 0; k < s->n_dim; k++) {
+				if (s->dim[k]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+				    s->dim[k]->dim_value < 0)
+					return -1;
+				dims[k] = s->dim[k]->dim_value;
+			}
+			return (int)s->n_dim;
+		}
+	return -1;
+}
+
+/* Shape and Size of a tensor whose dims are all known numbers in the
+ * model's annotations (written by infer-shapes) become int64 initializers;
+ * fold then takes the Gather/Concat/Reshape chains behind them. */
+int prep_shape(PrepCtx *c, Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_node;) {
+		Onnx__NodeProto *n = g->node[i];
+		int is_shape = !strcmp(n->op_type, "Shape"), is_size = !strcmp(n->op_type, "Size");
+		int64_t dims[QM_MAX_RANK];
+		int rank;
+		if ((n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) || (!is_shape && !is_size) ||
+		    n->n_output != 1 || !node_input(n, 0) || pg_is_output(g, n->output[0]) ||
+		    (rank = static_dims(g, n->input[0], dims)) < 0) {
+			i++;
+			continue;
+		}
+		Tensor t = {0};
+		if (is_shape) {
+			int64_t start, end;
+			if (attr_int(n, "start", 0, &start) < 0 || attr_int(n, "end", rank, &end) < 0)
+				return -1;
+			start = start < 0 ? start + rank : start;
+			end = end < 0 ? end + rank : end;
+			start = start < 0 ? 0 : start > rank ? rank : start;
+			end = end < start ? start : end > rank ? rank : end;
+			int64_t len = end - start;
+			if (tensor_alloc(&t, DT_INT64, 1, &len) < 0)
+				return -1;
+			memcpy(t.data, dims + start, (size_t)len * sizeof *dims);
+		} else {
+			int64_t numel = shape_numel(rank, dims);
+			if (numel < 0 || tensor_alloc(&t, DT_INT64, 0, NULL) < 0)
+				return -1;
+			memcpy(t.data, &numel, sizeof numel);
+		}
+		pg_add_init(g, n->output[0], &t);
+		pg_remove_node(g, i);
+		c->stat->changed++;
+	}
+	return pg_each_subgraph(c, g, prep_shape);
+}

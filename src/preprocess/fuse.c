@@ -172,7 +172,7 @@ static int fuse_one(PrepCtx *c, Onnx__GraphProto *g, size_t bi, Onnx__NodeProto 
 				if (!is_conv)
 					cv *= beta;
 			}
-			nbd[i * ch + k] = (float)((cv - mean[k]) * s[k]);
+			nbd[i * ch + k] = (float)((cv - mean[k]) * s[k] + bb[k]);
 		}
 	free(s);
 	char *wn = pg_fresh_name(c, g, p->input[1]);

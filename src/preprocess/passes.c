@@ -10,6 +10,7 @@ static const struct {
 	int (*fn)(PrepCtx *, Onnx__GraphProto *);
 } passes[PREP_NPASSES] = {
 	[PREP_IDENTITY] = {"identity", prep_identity},
+	[PREP_SHAPE] = {"shape", prep_shape},
 	[PREP_FOLD] = {"fold", prep_fold},
 	[PREP_FUSE_BN] = {"fuse-bn", prep_fuse_bn},
 	[PREP_TRANSPOSE] = {"transpose", prep_transpose},

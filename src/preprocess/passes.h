@@ -8,7 +8,8 @@
  * in their file. No pass ever changes what the model computes beyond float
  * rounding of folded arithmetic.
  *
- * Passes: identity (Identity, inference Dropout), fold (constant folding
+ * Passes: identity (Identity, inference Dropout), shape (Shape and Size of
+ * statically shaped tensors), fold (constant folding
  * through the operator kernels), fuse-bn (BatchNormalization into Conv or
  * Gemm), transpose (consecutive Transposes, identity permutations),
  * matmul-add (MatMul + Add of a bias into Gemm), dedup
@@ -29,7 +30,7 @@
 /* default bound on the bytes of one folded output */
 #define PREP_FOLD_LIMIT ((size_t)16 << 20)
 
-enum { PREP_IDENTITY, PREP_FOLD, PREP_FUSE_BN, PREP_TRANSPOSE, PREP_MATMUL_ADD, PREP_DEDUP, PREP_DCE, PREP_NPASSES };
+enum { PREP_IDENTITY, PREP_SHAPE, PREP_FOLD, PREP_FUSE_BN, PREP_TRANSPOSE, PREP_MATMUL_ADD, PREP_DEDUP, PREP_DCE, PREP_NPASSES };
 
 typedef struct PrepStat {
 	size_t changed;       /* nodes removed or rewritten, initializers shared/dropped */
@@ -69,6 +70,7 @@ typedef struct PrepCtx {
 } PrepCtx;
 
 int prep_identity(PrepCtx *c, Onnx__GraphProto *g);
+int prep_shape(PrepCtx *c, Onnx__GraphProto *g);
 int prep_fold(PrepCtx *c, Onnx__GraphProto *g);
 int prep_fuse_bn(PrepCtx *c, Onnx__GraphProto *g);
 int prep_transpose(PrepCtx *c, Onnx__GraphProto *g);

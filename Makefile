@@ -78,13 +78,13 @@ deps:
 # The test command of README.md: installs what it needs, builds with
 # sanitizers and warnings as errors, runs every test.
 check: deps
-	$(MAKE) SANITIZE=1 obj/asan/quantmake
-	$(MAKE) quantmake
+	$(MAKE) -j$$(nproc) SANITIZE=1 obj/asan/quantmake
+	$(MAKE) -j$$(nproc) quantmake
 	QUANTMAKE=$(CURDIR)/obj/asan/quantmake sh tests/run.sh
 
 # Sets everything up and builds the repository's example models (rules/).
 example: deps
-	$(MAKE) quantmake
+	$(MAKE) -j$$(nproc) quantmake
 	./quantmake all
 
 bench: quantmake

@@ -102,8 +102,9 @@ n = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "i0"], ["d0
      h.make_node("Unsqueeze", ["d0", "ax"], ["d0u"]), h.make_node("Concat", ["d0u", "m1"], ["ns"], axis=0),
      h.make_node("Reshape", ["x", "ns"], ["r"]), h.make_node("Size", ["x"], ["sz"]),
      h.make_node("Cast", ["sz"], ["szf"], to=T.FLOAT), h.make_node("Div", ["r", "szf"], ["y"]),
-     h.make_node("Shape", ["x"], ["s2"], start=1), h.make_node("Reshape", ["x", "s2"], ["y2"], allowzero=0)]
-save("shapes", n, [vi("x", T.FLOAT, [2, 3, 4])], [vi("y", T.FLOAT, [2, 12]), vi("y2", T.FLOAT, [3, 4, 2])],
+     h.make_node("Shape", ["x"], ["s2"], start=1), h.make_node("Concat", ["m1", "s2"], ["ns2"], axis=0),
+     h.make_node("Reshape", ["x", "ns2"], ["y2"], allowzero=0)]
+save("shapes", n, [vi("x", T.FLOAT, [2, 3, 4])], [vi("y", T.FLOAT, [2, 12]), vi("y2", T.FLOAT, [2, 3, 4])],
      [init("i0", np.array(0, np.int64)), init("ax", np.array([0], np.int64)), init("m1", np.array([-1], np.int64))], opset=15)
 EOF
 cat > "$TMPD/check.py" <<'EOF'

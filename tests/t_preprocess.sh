@@ -57,9 +57,13 @@ n = [h.make_node("Identity", ["x"], ["a"]), h.make_node("Dropout", ["a"], ["b"])
      h.make_node("Relu", ["b"], ["c"]), h.make_node("Dropout", ["c", "ratio", "tm"], ["d", "mask"]),
      h.make_node("Identity", ["d"], ["e"]), h.make_node("Sigmoid", ["e"], ["f"]),
      h.make_node("Identity", ["f"], ["y"]), h.make_node("Identity", ["c"], ["y2"]),
-     h.make_node("Identity", ["x"], ["y3"])]
-save("identity", n, [vi("x", T.FLOAT, [2, 5])], [vi("y", T.FLOAT, [2, 5]), vi("y2", T.FLOAT, [2, 5]), vi("y3", T.FLOAT, [2, 5])],
-     [init("ratio", np.float32(0.5)), init("tm", np.bool_(False))])
+     h.make_node("Identity", ["x"], ["y3"]),
+     h.make_node("Slice", ["x", "z", "big", "one"], ["s1"]), h.make_node("Slice", ["s1", "z", "five", "one", "one"], ["s2"]),
+     h.make_node("Slice", ["s2", "z", "three", "one"], ["y4"])]
+save("identity", n, [vi("x", T.FLOAT, [2, 5])], [vi("y", T.FLOAT, [2, 5]), vi("y2", T.FLOAT, [2, 5]), vi("y3", T.FLOAT, [2, 5]), vi("y4", T.FLOAT, [2, 3])],
+     [init("ratio", np.float32(0.5)), init("tm", np.bool_(False)), init("z", np.array([0], np.int64)),
+      init("big", np.array([2**63 - 1], np.int64)), init("one", np.array([1], np.int64)),
+      init("five", np.array([5], np.int64)), init("three", np.array([3], np.int64))])
 # constant subgraphs: Constant, arithmetic on initializers, shape chain, dead branch, unused initializer
 n = [h.make_node("Constant", [], ["k"], value=nh.from_array(f(4, 6), "k")),
      h.make_node("Transpose", ["wt"], ["wT"], perm=[1, 0]),
@@ -85,12 +89,12 @@ n = [h.make_node("Transpose", ["x"], ["t1"], perm=[0, 2, 1, 3]), h.make_node("Tr
      h.make_node("Neg", ["u1"], ["y2"]), h.make_node("Add", ["u2", "x"], ["y3"])]
 save("transpose", n, [vi("x", T.FLOAT, [2, 3, 4, 5])], [vi("y", T.FLOAT, [4, 2, 5, 3]), vi("y2", T.FLOAT, [5, 4, 3, 2]), vi("y3", T.FLOAT, [2, 3, 4, 5])], [])
 # subgraphs: If whose branches hold Identity chains and constant arithmetic
-then_g = h.make_graph([h.make_node("Identity", ["x"], ["ti"]), h.make_node("Add", ["k1", "k1"], ["kk"]),
+then_g = h.make_graph([h.make_node("Identity", ["x"], ["ti"]), h.make_node("Add", ["k1", "ko"], ["kk"]),
                        h.make_node("Mul", ["ti", "kk"], ["tout"])], "then", [], [vi("tout", T.FLOAT, [3])], [init("k1", np.float32(1.5))])
 else_g = h.make_graph([h.make_node("Identity", ["x"], ["ei"]), h.make_node("Neg", ["ei"], ["eout0"]), h.make_node("Identity", ["eout0"], ["eout"])],
                       "else", [], [vi("eout", T.FLOAT, [3])], [])
 n = [h.make_node("Identity", ["cond"], ["c"]), h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
-save("subgraph", n, [vi("x", T.FLOAT, [3]), vi("cond", T.BOOL, [])], [vi("y", T.FLOAT, [3])], [])
+save("subgraph", n, [vi("x", T.FLOAT, [3]), vi("cond", T.BOOL, [])], [vi("y", T.FLOAT, [3])], [init("ko", np.float32(0.25))])
 # never folded: a random op (its output is not constant) and a training-mode Dropout
 n = [h.make_node("RandomUniform", [], ["r"], shape=[2, 3], seed=1.0), h.make_node("Mul", ["r", "zero"], ["rz"]),
      h.make_node("Identity", ["rz"], ["rzi"]), h.make_node("Add", ["x", "rzi"], ["a"]),
@@ -106,6 +110,23 @@ n = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "i0"], ["d0
      h.make_node("Reshape", ["x", "ns2"], ["y2"], allowzero=0)]
 save("shapes", n, [vi("x", T.FLOAT, [2, 3, 4])], [vi("y", T.FLOAT, [2, 12]), vi("y2", T.FLOAT, [2, 3, 4])],
      [init("i0", np.array(0, np.int64)), init("ax", np.array([0], np.int64)), init("m1", np.array([-1], np.int64))], opset=15)
+# common subexpressions (symbolic shapes, so Shape stays) and a no-op Cast
+n = [h.make_node("Relu", ["x"], ["a"]), h.make_node("Relu", ["x"], ["b"]), h.make_node("Add", ["a", "b"], ["c"]),
+     h.make_node("Shape", ["x"], ["s1"]), h.make_node("Shape", ["x"], ["s2"]),
+     h.make_node("Gather", ["s1", "i1"], ["g1"], axis=0), h.make_node("Gather", ["s2", "i1"], ["g2"], axis=0),
+     h.make_node("Reshape", ["c", "g1"], ["r"]), h.make_node("Cast", ["r"], ["y"], to=T.FLOAT),
+     h.make_node("Reshape", ["c", "g2"], ["y3"]), h.make_node("Transpose", ["x"], ["t1"], perm=[1, 0]),
+     h.make_node("Transpose", ["x"], ["t2"], perm=[0, 1]), h.make_node("Sub", ["t1", "t1"], ["y2"])]
+save("cse", n, [vi("x", T.FLOAT, ["N", "M"])], [vi("y", T.FLOAT, ["M", "N"]), vi("y2", T.FLOAT, ["M", "N"]), vi("y3", T.FLOAT, ["M", "N"])],
+     [init("i1", np.array([1, 0], np.int64))], opset=13)
+# Conv followed by Mul/Add of per-channel and scalar constants; a full-shape Add stays
+n = [h.make_node("Conv", ["x", "aw1"], ["c1"], pads=[1, 1, 1, 1]), h.make_node("Mul", ["c1", "k1"], ["m1"]),
+     h.make_node("Add", ["kb1", "m1"], ["a1"]), h.make_node("Relu", ["a1"], ["r1"]),
+     h.make_node("Conv", ["r1", "aw2", "ab2"], ["c2"]), h.make_node("Mul", ["c2", "two"], ["m2"]),
+     h.make_node("Add", ["m2", "half"], ["a2"]), h.make_node("Add", ["a2", "full"], ["y"])]
+save("affine", n, [vi("x", T.FLOAT, ["N", 3, 6, 6])], [vi("y", T.FLOAT, ["N", 4, 4, 4])],
+     [init("aw1", f(4, 3, 3, 3)), init("k1", f(4, 1, 1)), init("kb1", f(1, 4, 1, 1)), init("aw2", f(4, 4, 3, 3)),
+      init("ab2", f(4)), init("two", np.float32(2)), init("half", np.array([0.5], np.float32)), init("full", f(4, 4, 4))])
 EOF
 cat > "$TMPD/check.py" <<'EOF'
 import sys, json, numpy as np, onnx, onnxruntime as ort
@@ -158,7 +179,7 @@ print(f"PASS: {name} ({no} -> {nn} nodes, outputs equal)")
 EOF
 "$PY" "$TMPD/gen.py" "$P/models" || { fail "generate models" "gen.py failed"; exit 1; }
 
-MODELS="convbn identity constant dedup transpose subgraph random shapes"
+MODELS="convbn identity constant dedup transpose subgraph random shapes cse affine"
 for m in $MODELS; do
 	printf '[model %s]\nsource = models/%s.onnx\npreprocess = default\n\n' "$m" "$m"
 done > "$P/rules/main.rules"
@@ -179,7 +200,7 @@ fi
 # ---- outputs equal, checker, fewer nodes, ops gone ----
 ck() { # ck MODEL ORIGINAL FORBIDDEN-OPS [inits]
 	if [ -f "$P/build/$1/$1.onnx" ]; then
-		"$PY" "$TMPD/check.py" "$2" "$P/build/$1/$1.onnx" "$1: outputs, checker, size" "$3" $4 2>&1 | tail -1
+		"$PY" "$TMPD/check.py" "$2" "$P/build/$1/$1.onnx" "${P##*/}/$1: outputs, checker, size" "$3" $4 2>&1 | tail -1
 	else
 		fail "$1: outputs, checker, size" "no build/$1/$1.onnx"
 	fi
@@ -192,6 +213,8 @@ ck transpose "$P/models/transpose.onnx" ""
 ck subgraph "$P/models/subgraph.onnx" Identity
 ck digits "$P/build/digits/export/digits.onnx" MatMul,Add
 ck shapes "$P/models/shapes.onnx" Shape,Size,Gather,Concat,Cast,Unsqueeze
+ck cse "$P/models/cse.onnx" Cast
+ck affine "$P/models/affine.onnx" Mul
 
 # random ops and training-mode Dropout are never folded or removed
 if "$PY" -c '
@@ -214,13 +237,17 @@ print("PASS: %s" % sys.argv[5] if ok else "FAIL: %s: %s" % (sys.argv[5], json.du
 		"$P/build/$1/preprocess.json" "$2" "$3" "$4" "preprocess.json of $1: $2 $3 changed, $4 skipped" 2>&1 | tail -1
 }
 counts convbn fuse-bn 4 0
-counts identity identity 6 1
+counts identity identity 8 1
 counts constant fold 6 0
 counts dedup dedup 2 0
 counts transpose transpose 4 0
 counts subgraph identity 4 0
+counts subgraph fold 1 0
 counts digits matmul-add 2 0
 counts shapes shape 3 0
+counts cse cse 3 0
+counts cse identity 1 0
+counts affine conv-affine 4 0
 if grep -q '^preprocess: convbn: fuse-bn: 4 changed$' "$TMPD/log" &&
    grep -q '^preprocess: convbn: 11 -> 7 nodes' "$TMPD/log"; then
 	pass "one log line per pass and a summary"
@@ -282,12 +309,26 @@ else
 fi
 ck_in bnonly "$P/models/convbn.onnx" BatchNormalization
 
+# ---- a model with external data ----
+X=$TMPD/x
+mkdir -p "$X/rules" "$X/models"
+"$PY" -c '
+import onnx, sys
+onnx.save(onnx.load(sys.argv[1]), sys.argv[2], save_as_external_data=True, all_tensors_to_one_file=True,
+          location="convbn.data", size_threshold=0)' "$P/models/convbn.onnx" "$X/models/convbn.onnx"
+printf '[model convbn]\nsource = models/convbn.onnx\npreprocess = default\n' > "$X/rules/main.rules"
+if "$Q" -C "$X" > "$TMPD/logx" 2>&1; then
+	P_SAVE=$P; P=$X; ck convbn "$X/models/convbn.onnx" BatchNormalization; P=$P_SAVE
+else
+	fail "convbn with external data" "$(tail -3 "$TMPD/logx")"
+fi
+
 # ---- bad input ----
 E=$TMPD/e
 mkdir -p "$E/rules" && cp -r "$P/models" "$E/"
 printf '[model x]\nsource = models/dedup.onnx\npreprocess = fold, fodl\n' > "$E/rules/main.rules"
 expect_err "unknown pass names file:line and lists the passes" 2 \
-	"rules/main.rules:3: model 'x': preprocess: unknown pass 'fodl': expected default or a list of identity, shape, fold, fuse-bn" "$Q" -C "$E"
+	"rules/main.rules:3: model 'x': preprocess: unknown pass 'fodl': expected default or a list of identity, shape, fold, fuse-bn, conv-affine, transpose, matmul-add, dedup, cse, dce" "$Q" -C "$E"
 printf '[model x]\nsource = models/dedup.onnx\npreprocess = dce, dce\n' > "$E/rules/main.rules"
 expect_err "a pass listed twice" 2 "rules/main.rules:3: .*pass 'dce' is listed twice" "$Q" -C "$E"
 printf '[model x]\nsource = models/dedup.onnx\npreprocess.fold-limit = 1M\n' > "$E/rules/main.rules"

@@ -4,8 +4,12 @@
 # sensible thresholds and fail the build (exit 1, one line per gate) when set
 # impossibly high; top-1, SQNR, cosine and max-abs equal those computed with
 # onnxruntime on the same models and data; the final artifact is the
-# quantized model unchanged; reruns do no work; random inputs are seeded and
-# said so; bad labels and bad data are clear errors.
+# quantized model unchanged; per-layer SQNR of activations and weights and
+# their ranking equal onnxruntime's qdq_loss_debug; the node verify names
+# first is the one worth leaving in float (on the digits model, and on one
+# with an outlier-heavy weight where plain int8 fails the gates); a failed
+# gate stops a release; reruns do no work; random inputs are seeded and said
+# so; bad labels and bad data are clear errors.
 . "$(dirname "$0")/lib/common.sh"
 mktmp
 Q=$QUANTMAKE
@@ -176,6 +180,60 @@ assert s == sorted(s), s
 assert r['passed'] is True and r['random_inputs'] is False
 " 2>"$TMPD/err" && pass "per-layer activations and weights ranked worst first" || fail "per-layer activations and weights ranked worst first" "$(tail -1 "$TMPD/err")"
 
+# ---- per-layer figures against onnxruntime's qdq_loss_debug ----
+cat > "$TMPD/layers.py" <<'EOF'
+import json, sys
+import numpy as np
+from onnxruntime.quantization import CalibrationDataReader
+from onnxruntime.quantization.qdq_loss_debug import (
+    modify_model_output_intermediate_tensors, collect_activations, create_activation_matching,
+    compute_activation_error, create_weight_matching, compute_weight_error)
+B, P, T, name, fl = sys.argv[1:6]
+x = np.load(P + "/test.npz")["input"]
+class Reader(CalibrationDataReader):
+    def __init__(self): self.d = [{"input": x}]
+    def get_next(self): return self.d.pop() if self.d else None
+q = "%s/%s/%s.onnx" % (B, name, name)
+modify_model_output_intermediate_tensors("%s/%s.onnx" % (P, fl), T + "/f_aug.onnx")
+modify_model_output_intermediate_tensors(q, T + "/q_aug.onnx")
+err = compute_activation_error(create_activation_matching(
+    collect_activations(T + "/q_aug.onnx", Reader()), collect_activations(T + "/f_aug.onnx", Reader())))
+werr = compute_weight_error(create_weight_matching("%s/%s.onnx" % (P, fl), q))
+r = json.load(open("%s/%s/verify.json" % (B, name)))
+ours = {a["name"]: a["sqnr_db"] for a in r["activations"]}
+ow = {w["name"]: w["sqnr_db"] for w in r["weights"]}
+bad = []
+for k, v in err.items():
+    if k not in ours or abs(ours[k] - v["xmodel_err"]) > 0.1:
+        bad.append("activation %s: ours %s, ort %.3f" % (k, ours.get(k), v["xmodel_err"]))
+for k, v in werr.items():
+    if k not in ow or abs(ow[k] - v) > 0.1:
+        bad.append("weight %s: ours %s, ort %.3f" % (k, ow.get(k), v))
+# the worst layers in the same order
+# (ties in either order): ORT's figures read in our order never decrease
+oa = [err[a["name"]]["xmodel_err"] for a in r["activations"] if a["name"] in err]
+if any(b < a - 0.01 for a, b in zip(oa, oa[1:])): bad.append("activation ranking %s" % oa)
+wa = [werr[w["name"]] for w in r["weights"] if w["name"] in werr]
+if any(b < a - 0.01 for a, b in zip(wa, wa[1:])): bad.append("weight ranking %s" % wa)
+if not err or not werr: bad.append("nothing matched")
+print("BAD" if bad else "OK", name, len(err), "activations", len(werr), "weights", "; ".join(bad))
+EOF
+for m in ds:digits cs:cnn; do
+	n=${m%%:*} f=${m#*:}
+	out=$("$PY" "$TMPD/layers.py" "$P/build" "$P" "$TMPD" "$n" "$f" 2>&1 | grep -v -i warn | tail -1)
+	case $out in
+	OK*) pass "per-layer SQNR and ranking equal qdq_loss_debug's ($n)" ;;
+	*) fail "per-layer SQNR and ranking equal qdq_loss_debug's ($n)" "$out" ;;
+	esac
+	[ -n "$VERBOSE" ] && echo "$out"
+done
+
+"$PY" -c "
+import json
+c = json.load(open('$P/build/dd/verify.json'))['exclude_candidates']
+assert sorted(n for x in c for n in x['nodes']) == ['fc1', 'fc2'], c
+" 2>"$TMPD/err" && pass "QOperator nodes are named as exclusion candidates" || fail "QOperator nodes are named as exclusion candidates" "$(tail -1 "$TMPD/err")"
+
 # ---- random inputs: said so, deterministic ----
 "$PY" -c "
 import json
@@ -201,6 +259,14 @@ rules() { # rules KEY=VALUE...: model ds with these verify keys
 rules "verify.data = test.npz" "verify.min-sqnr = 200"
 expect_err "impossible SQNR gate fails the build" 1 '^verify: ds: min-sqnr: measured [0-9.]+ dB, threshold 200 dB' "$Q" -C "$P"
 ran "$TMPD/.stderr" quantize ds && fail "gate change reruns only verify" "$(head -c 300 "$TMPD/.stderr")" || pass "gate change reruns only verify"
+printf '\n[release r]\nmodels = ds\n' >> "$P/rules/m.rules"
+rm -rf "$P/dist"
+expect_err "a failed gate stops the release" 1 '^verify: ds: min-sqnr: measured' "$Q" -C "$P" release
+check "no archive after a failed gate" test ! -e "$P/dist"
+rules "verify.data = test.npz" "verify.min-sqnr = 20"
+printf '\n[release r]\nmodels = ds\n' >> "$P/rules/m.rules"
+"$Q" -C "$P" release > "$TMPD/log_rel" 2>&1
+tar tzf "$P"/dist/r-*.tar.gz 2>/dev/null | grep -q '/ds/verify.json$' && pass "a release ships verify.json" || fail "a release ships verify.json" "$(tail -3 "$TMPD/log_rel")"
 rules "verify.data = test.npz" "verify.labels = labels" "verify.max-top1-drop = -5" "verify.min-cosine = 1.5" "verify.max-abs = 0.0001"
 "$Q" -C "$P" > "$TMPD/log3" 2>&1
 st=$?
@@ -208,6 +274,51 @@ n=$(grep -c '^verify: ds: [a-z0-9-]*: measured .*, threshold ' "$TMPD/log3")
 [ $st -eq 1 ] && [ "$n" -eq 3 ] && grep -q '^verify: ds: max-top1-drop: measured [0-9.-]* points.*threshold -5 points' "$TMPD/log3" &&
 	grep -q '^verify: ds: min-cosine: measured 0\.[0-9]*, threshold 1.5' "$TMPD/log3" && pass "one line per failed gate" ||
 	fail "one line per failed gate" "status $st, $n lines: $(grep '^verify' "$TMPD/log3" | tail -4)"
+
+# ---- the nodes verify names first are the ones worth excluding ----
+cand=$("$PY" -c "
+import json
+c = json.load(open('$P/build/ds/verify.json'))['exclude_candidates']
+print(c[0]['nodes'][0], c[-1]['nodes'][0])" 2>/dev/null)
+first=${cand% *} last=${cand#* }
+sqnr_with() { # sqnr_with NODE: output SQNR with that node left in float
+	rules "verify.data = test.npz" "quantize.exclude-nodes = $1"
+	"$Q" -C "$P" > /dev/null 2>&1
+	"$PY" -c "import json; print(json.load(open('$P/build/ds/verify.json'))['outputs'][0]['sqnr_db'])"
+}
+base=$("$PY" -c "import json; print(json.load(open('$P/build/ds/verify.json'))['outputs'][0]['sqnr_db'])")
+s_first=$(sqnr_with "$first")
+s_last=$(sqnr_with "$last")
+if [ -n "$first" ] && [ "$first" != "$last" ] && "$PY" -c "import sys; b, f, l = map(float, sys.argv[1:]); sys.exit(not (f > b + 0.5 and f > l + 0.5))" "$base" "$s_first" "$s_last"; then
+	pass "excluding the first candidate helps most"
+else
+	fail "excluding the first candidate helps most" "candidates '$cand': SQNR $base, without $first $s_first, without $last $s_last"
+fi
+
+# ---- a layer with an outlier-heavy weight: plain int8 fails, verify names
+# the layer first, leaving it in float passes ----
+O=$TMPD/ol
+mkdir -p "$O/rules"
+cp "$EX/export.py" "$EX/calib.npy" "$EX/test.npz" "$O/"
+"$PY" -c "
+import numpy as np
+w = dict(np.load('$EX/weights.npz'))
+w['w2'] = w['w2'].copy(); w['w2'][0, 0] = np.abs(w['w2']).max() * 60
+np.savez('$O/weights.npz', **w)"
+"$PY" "$O/export.py" "$O/weights.npz" "$O/ol.onnx"
+printf '[model ol]\nsource = ol.onnx\nquantize = static\nquantize.calibration = calib.npy\nverify.data = test.npz\nverify.labels = labels\nverify.min-sqnr = 30\nverify.max-top1-drop = 1\n' > "$O/rules/m.rules"
+"$Q" -C "$O" > "$TMPD/log_ol" 2>&1
+st=$?
+[ $st -eq 1 ] && grep -q '^verify: ol: min-sqnr: measured 1[0-9]\.[0-9]* dB, threshold 30 dB' "$TMPD/log_ol" &&
+	grep -q '^verify: ol: max-top1-drop: measured' "$TMPD/log_ol" && pass "an outlier-heavy layer fails the gates" ||
+	fail "an outlier-heavy layer fails the gates" "status $st: $(grep '^verify: ol: [a-z]' "$TMPD/log_ol")"
+worst=$(sed -n 's/^  most noise added (SQNR of the step alone): \([^ ]*\) .*/\1/p' "$TMPD/log_ol")
+[ "$worst" = fc2 ] && pass "the failing summary names the outlier layer first" || fail "the failing summary names the outlier layer first" "named '$worst'"
+printf 'quantize.exclude-nodes = %s\n' "$worst" >> "$O/rules/m.rules"
+"$Q" -C "$O" > "$TMPD/log_ol2" 2>&1
+st=$?
+[ $st -eq 0 ] && [ -f "$O/build/ol/verify.json" ] && pass "leaving the named layer in float passes the gates" ||
+	fail "leaving the named layer in float passes the gates" "status $st: $(grep '^verify: ol: [a-z]' "$TMPD/log_ol2")"
 
 # ---- bad input ----
 rules "verify.min-sqnr = 20"

@@ -9,56 +9,18 @@
  *
  * dedup: initializers of the main graph with the same element type, dims
  * and bytes are shared: readers of a later one read the first, and the
- * later one goes. Graph inputs and outputs are never merged. */
+ * later one goes. Graph inputs and outputs are never merged, nor names a
+ * subgraph defines again (shadowing).
+ *
+ * cse: nodes of the default domain with the same operator, attributes and
+ * inputs compute the same thing; readers of a later one read the first's
+ * outputs. Never merged: random operators, Dropout, nodes holding
+ * subgraphs, nodes producing a graph output. */
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
 #include "preprocess/passes.h"
-
-/* ---- a set of strings (borrowed pointers), open addressing ---- */
-typedef struct NameSet {
-	const char **v;
-	size_t cap, n;
-} NameSet;
-
-static size_t name_hash(const char *s)
-{
-	return (size_t)XXH3_64bits(s, strlen(s));
-}
-
-static int ns_has(const NameSet *s, const char *name)
-{
-	if (!s->cap)
-		return 0;
-	for (size_t i = name_hash(name) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
-		if (!s->v[i])
-			return 0;
-		if (!strcmp(s->v[i], name))
-			return 1;
-	}
-}
-
-/* 1 if added, 0 if present */
-static int ns_add(NameSet *s, const char *name)
-{
-	if (!*name || ns_has(s, name))
-		return 0;
-	if ((s->n + 1) * 2 > s->cap) {
-		NameSet t = {xcalloc(s->cap ? s->cap * 2 : 64, sizeof *t.v), s->cap ? s->cap * 2 : 64, 0};
-		for (size_t i = 0; i < s->cap; i++)
-			if (s->v[i])
-				ns_add(&t, s->v[i]);
-		free(s->v);
-		*s = t;
-	}
-	size_t i = name_hash(name) & (s->cap - 1);
-	while (s->v[i])
-		i = (i + 1) & (s->cap - 1);
-	s->v[i] = name;
-	s->n++;
-	return 1;
-}
 
 /* every name read by a node of g or of its nested subgraphs */
 static int add_reads(NameSet *s, const Onnx__GraphProto *g)
@@ -67,7 +29,7 @@ static int add_reads(NameSet *s, const Onnx__GraphProto *g)
 	for (size_t i = 0; i < g->n_node; i++) {
 		const Onnx__NodeProto *n = g->node[i];
 		for (size_t k = 0; k < n->n_input; k++)
-			added |= ns_add(s, n->input[k]);
+			added |= nameset_add(s, n->input[k]);
 		for (size_t a = 0; a < n->n_attribute; a++) {
 			if (n->attribute[a]->g)
 				added |= add_reads(s, n->attribute[a]->g);
@@ -83,7 +45,7 @@ int prep_dce(PrepCtx *c, Onnx__GraphProto *g)
 	NameSet live = {0};
 	char *keep = xcalloc(g->n_node ? g->n_node : 1, 1);
 	for (size_t i = 0; i < g->n_output; i++)
-		ns_add(&live, g->output[i]->name);
+		nameset_add(&live, g->output[i]->name);
 	/* reverse sweeps until nothing changes (one for a sorted graph) */
 	for (int changed = 1; changed;) {
 		changed = 0;
@@ -92,12 +54,12 @@ int prep_dce(PrepCtx *c, Onnx__GraphProto *g)
 			if (keep[i])
 				continue;
 			for (size_t k = 0; k < n->n_output && !keep[i]; k++)
-				keep[i] = ns_has(&live, n->output[k]);
+				keep[i] = nameset_has(&live, n->output[k]);
 			if (!keep[i])
 				continue;
 			changed = 1;
 			for (size_t k = 0; k < n->n_input; k++)
-				ns_add(&live, n->input[k]);
+				nameset_add(&live, n->input[k]);
 			for (size_t a = 0; a < n->n_attribute; a++) {
 				if (n->attribute[a]->g)
 					add_reads(&live, n->attribute[a]->g);
@@ -110,9 +72,9 @@ int prep_dce(PrepCtx *c, Onnx__GraphProto *g)
 	char *ikeep = xcalloc(g->n_initializer ? g->n_initializer : 1, 1);
 	for (size_t i = 0; i < g->n_initializer; i++) {
 		const char *nm = g->initializer[i]->name;
-		ikeep[i] = !nm || ns_has(&live, nm) || pg_is_input(g, nm);
+		ikeep[i] = !nm || nameset_has(&live, nm) || pg_is_input(g, nm);
 	}
-	free(live.v);
+	nameset_free(&live);
 	size_t j = 0;
 	for (size_t i = 0; i < g->n_initializer; i++) {
 		if (ikeep[i])
@@ -181,7 +143,7 @@ int prep_dedup(PrepCtx *c, Onnx__GraphProto *g)
 	for (size_t i = 0; i < nk && r == 0; i++)
 		for (size_t p = 0; p < i; p++) {
 			if (drop[p] || k[p].h != k[i].h || k[p].len != k[i].len || !same_shape(k[p].t, k[i].t) ||
-			    memcmp(k[p].data, k[i].data, k[i].len))
+			    memcmp(k[p].data, k[i].data, k[i].len) || pg_sub_defines(g, k[p].t->name))
 				continue;
 			pg_rename_uses(g, k[i].t->name, k[p].t->name);
 			drop[i] = 1;
@@ -207,4 +169,101 @@ int prep_dedup(PrepCtx *c, Onnx__GraphProto *g)
 	free(drop);
 	free(k);
 	return r;
+}
+
+/* ---- cse ---- */
+
+static const char *const impure[] = {
+	"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout",
+};
+
+/* the identity of what n computes: domain, op, inputs, attributes (bytes);
+ * 0 when n must not be merged (subgraphs, random ops, no outputs) */
+static int node_key(const Onnx__NodeProto *n, StrBuf *sb)
+{
+	sb_reset(sb);
+	/* other domains may hold state or draw random numbers */
+	if (!n->n_output || (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")))
+		return 0;
+	for (size_t i = 0; i < ARRAY_LEN(impure); i++)
+		if (!strcmp(n->op_type, impure[i]))
+			return 0;
+	sb_puts(sb, n->domain ? n->domain : "");
+	sb_putc(sb, 0);
+	sb_puts(sb, n->op_type);
+	sb_putc(sb, 0);
+	sb_printf(sb, "%zu/%zu", n->n_input, n->n_output);
+	sb_putc(sb, 0);
+	for (size_t k = 0; k < n->n_input; k++) {
+		sb_puts(sb, n->input[k]);
+		sb_putc(sb, 0);
+	}
+	for (size_t k = 0; k < n->n_output; k++)
+		sb_putc(sb, *n->output[k] ? 1 : 0);
+	for (size_t a = 0; a < n->n_attribute; a++) {
+		const Onnx__AttributeProto *at = n->attribute[a];
+		if (at->g || at->n_graphs)
+			return 0;
+		size_t len = onnx__attribute_proto__get_packed_size(at);
+		sb_grow(sb, len + 32);
+		sb_printf(sb, "%zu:", len);
+		onnx__attribute_proto__pack(at, (uint8_t *)sb->buf + sb->len);
+		sb->len += len;
+		sb->buf[sb->len] = 0;
+	}
+	return 1;
+}
+
+typedef struct CseEntry {
+	uint64_t h;
+	char *key;
+	size_t len;
+	const Onnx__NodeProto *n;
+} CseEntry;
+
+int prep_cse(PrepCtx *c, Onnx__GraphProto *g)
+{
+	size_t cap = 64;
+	while (cap < g->n_node * 2)
+		cap *= 2;
+	CseEntry *t = xcalloc(cap, sizeof *t);
+	StrBuf sb = {0};
+	for (size_t i = 0; i < g->n_node;) {
+		Onnx__NodeProto *n = g->node[i];
+		if (!node_key(n, &sb)) {
+			i++;
+			continue;
+		}
+		uint64_t h = XXH3_64bits(sb.buf, sb.len);
+		size_t s = (size_t)h & (cap - 1);
+		while (t[s].key && !(t[s].h == h && t[s].len == sb.len && !memcmp(t[s].key, sb.buf, sb.len)))
+			s = (s + 1) & (cap - 1);
+		if (!t[s].key) {
+			t[s] = (CseEntry){h, xmalloc(sb.len + 1), sb.len, n};
+			memcpy(t[s].key, sb.buf, sb.len);
+			i++;
+			continue;
+		}
+		/* n computes what t[s].n does: its readers read the first one's outputs */
+		const Onnx__NodeProto *first = t[s].n;
+		int ok = 1;
+		for (size_t k = 0; k < n->n_output && ok; k++)
+			if (*n->output[k] && (pg_is_output(g, n->output[k]) || pg_sub_defines(g, n->output[k]) ||
+					      pg_sub_defines(g, first->output[k])))
+				ok = 0;
+		if (!ok) {
+			i++;
+			continue;
+		}
+		for (size_t k = 0; k < n->n_output; k++)
+			if (*n->output[k])
+				pg_rename_uses(g, n->output[k], first->output[k]);
+		pg_remove_node(g, i);
+		c->stat->changed++;
+	}
+	for (size_t s = 0; s < cap; s++)
+		free(t[s].key);
+	free(t);
+	sb_release(&sb);
+	return pg_each_subgraph(c, g, prep_cse);
 }

@@ -8,8 +8,9 @@
  * same way. Never folded: random operators and Dropout, nodes producing a
  * graph output (the output must stay a node output for other tools), and
  * nodes with an output over the size limit or whose kernel refuses the
- * inputs — those are reported on the log and counted as skipped. Subgraphs
- * fold on their own initializers. */
+ * inputs — those are reported on the log and counted as skipped. In
+ * subgraphs, initializers of enclosing graphs count as constants unless a
+ * nearer graph defines the name otherwise. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +31,26 @@ static int has_subgraph(const Onnx__NodeProto *n)
 	return 0;
 }
 
-static int foldable(const Onnx__GraphProto *g, const Onnx__NodeProto *n)
+/* the initializer a read of name in g resolves to: g's own, else, when g
+ * does not define name otherwise, the nearest enclosing graph's (c->scopes,
+ * outermost first); NULL when name is no constant there */
+static const Onnx__TensorProto *const_init(PrepCtx *c, const Onnx__GraphProto *g, const char *name)
+{
+	/* the common case first: g's initializers (indexed by prep_fold) */
+	if (c->inits && !nameset_has(c->inits, name) && c->scopes.n == 0)
+		return NULL;
+	for (size_t s = c->scopes.n + 1; s-- > 0;) {
+		const Onnx__GraphProto *sg = s == c->scopes.n ? g : c->scopes.v[s];
+		if (pg_is_input(sg, name) || pg_producer(sg, name) >= 0)
+			return NULL;
+		const Onnx__TensorProto *t = pg_init(sg, name);
+		if (t)
+			return t;
+	}
+	return NULL;
+}
+
+static int foldable(PrepCtx *c, const Onnx__GraphProto *g, const Onnx__NodeProto *n)
 {
 	if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx"))
 		return 0;
@@ -43,7 +63,7 @@ static int foldable(const Onnx__GraphProto *g, const Onnx__NodeProto *n)
 		const char *in = n->input[k];
 		if (!*in)
 			continue;
-		if (!pg_init(g, in) || pg_is_input(g, in))
+		if (!const_init(c, g, in))
 			return 0;
 	}
 	for (size_t k = 0; k < n->n_output; k++)
@@ -74,7 +94,7 @@ static int fold_node(PrepCtx *c, Onnx__GraphProto *g, size_t idx)
 	for (size_t k = 0; k < nin && r == 1; k++) {
 		if (!*n->input[k])
 			continue;
-		if (tensor_from_proto(c->m, pg_init(g, n->input[k]), &in[k]) < 0)
+		if (tensor_from_proto(c->m, const_init(c, g, n->input[k]), &in[k]) < 0)
 			r = 0;
 		pin[k] = &in[k];
 	}
@@ -123,23 +143,42 @@ static int fold_node(PrepCtx *c, Onnx__GraphProto *g, size_t idx)
 
 int prep_fold(PrepCtx *c, Onnx__GraphProto *g)
 {
+	NameSet inits = {0};
+	for (size_t i = 0; i < g->n_initializer; i++)
+		if (g->initializer[i]->name)
+			nameset_add(&inits, g->initializer[i]->name);
+	NameSet *outer = c->inits;
+	c->inits = &inits;
 	for (size_t i = 0; i < g->n_node;) {
 		int tried = 0;
 		for (size_t k = 0; k < c->tried.n && !tried; k++)
 			tried = c->tried.v[k] == g->node[i];
 		if (tried)
 			c->stat->skipped++;
-		if (tried || !foldable(g, g->node[i])) {
+		if (tried || !foldable(c, g, g->node[i])) {
 			i++;
 			continue;
 		}
+		size_t ninit = g->n_initializer;
 		int r = fold_node(c, g, i);
-		if (r < 0)
+		if (r < 0) {
+			c->inits = outer;
+			nameset_free(&inits);
 			return -1;
+		}
+		for (size_t k = ninit; k < g->n_initializer; k++)
+			nameset_add(&inits, g->initializer[k]->name);
 		if (r == 0)
 			pv_push(&c->tried, g->node[i++]);
 	}
-	return pg_each_subgraph(c, g, prep_fold);
+	c->inits = NULL;
+	nameset_free(&inits);
+	/* bodies see this graph's constants */
+	pv_push(&c->scopes, g);
+	int r = pg_each_subgraph(c, g, prep_fold);
+	c->scopes.n--;
+	c->inits = outer;
+	return r;
 }
 
 /* the static dims of name from g's annotations: rank, or -1 when some dim

@@ -5,8 +5,8 @@
  * s = scale / sqrt(var + eps), so Conv(X, W, b) followed by it equals
  * Conv(X, W * s[o], (b - mean) * s + B), and Gemm(A, Bm, C, alpha, beta)
  * equals Gemm(A, Bm * s[col], (beta * C - mean) * s + B, alpha, beta = 1).
- * Conditions: inference BatchNormalization (training_mode 0, spatial 1, no
- * statistics output read); its parameters, W (or Bm) and any bias are float
+ * Conditions: inference BatchNormalization (training_mode 0, spatial 1,
+ * is_test 1 before opset 7, no statistics output read); its parameters, W (or Bm) and any bias are float
  * initializers of the graph that no graph input overrides; the Conv/Gemm
  * output has no other reader and is no graph output; Gemm needs opset >= 7
  * and a bias of shape [], [1], [M], [r, 1] or [r, M]. New weights and bias
@@ -41,12 +41,14 @@ static int bn_inference(PrepCtx *c, const Onnx__GraphProto *g, const Onnx__NodeP
 		return 0;
 	if (attr_int(bn, "spatial", 1, &v) < 0 || !v)
 		return 0;
+	/* before opset 7, is_test = 0 (the default) means training */
+	if (model_opset(c->m->proto, "") < 7 && (attr_int(bn, "is_test", 0, &v) < 0 || !v))
+		return 0;
 	if (bn->n_input != 5)
 		return 0;
 	for (size_t k = 1; k < bn->n_output; k++)
 		if (*bn->output[k] && (pg_uses(g, bn->output[k]) || pg_is_output(g, bn->output[k])))
 			return 0;
-	(void)c;
 	return 1;
 }
 
@@ -297,4 +299,93 @@ int prep_matmul_add(PrepCtx *c, Onnx__GraphProto *g)
 		c->stat->changed++;
 	}
 	return pg_each_subgraph(c, g, prep_matmul_add);
+}
+
+/* per-channel values of k for a Conv output of wrank dims and m channels:
+ * k holds one value, or m values laid out along the channel axis ([m, 1..]
+ * of rank wrank - 1, or [1, m, 1..] of rank wrank): 1, else 0 */
+static int per_channel(const Tensor *k, int wrank, int64_t m)
+{
+	if (k->numel == 1)
+		return k->rank <= wrank;
+	if (k->numel != m)
+		return 0;
+	int ch = k->rank == wrank ? 1 : k->rank == wrank - 1 ? 0 : -1;
+	if (ch < 0 || (ch == 1 && k->dims[0] != 1))
+		return 0;
+	return k->dims[ch] == m;
+}
+
+/* Conv(X, W, b) followed by Mul or Add of a per-channel float initializer:
+ * W and b scaled (Mul) or b shifted (Add), the Mul/Add goes. */
+int prep_conv_affine(PrepCtx *c, Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_node;) {
+		Onnx__NodeProto *op = g->node[i];
+		int mul = !strcmp(op->op_type, "Mul");
+		if ((!mul && strcmp(op->op_type, "Add")) || !default_domain(op) || op->n_input != 2 || op->n_output != 1) {
+			i++;
+			continue;
+		}
+		int side = -1;
+		long p = -1;
+		for (int s = 0; s < 2 && side < 0; s++) {
+			long q = pg_producer(g, op->input[s]);
+			if (q >= 0 && !strcmp(g->node[q]->op_type, "Conv") && default_domain(g->node[q]) &&
+			    g->node[q]->n_output == 1 && pg_uses(g, op->input[s]) == 1 && !pg_is_output(g, op->input[s]))
+				side = s, p = q;
+		}
+		if (side < 0 || pg_sub_defines(g, op->output[0])) {
+			i++;
+			continue;
+		}
+		Onnx__NodeProto *conv = g->node[p];
+		Tensor k = {0}, w = {0}, b = {0}, nw = {0}, nb = {0};
+		int has_bias = node_input(conv, 2) != NULL;
+		int r = load_float(c, g, op->input[1 - side], &k);
+		if (r == 1)
+			r = load_float(c, g, node_input(conv, 1), &w);
+		if (r == 1 && has_bias)
+			r = load_float(c, g, node_input(conv, 2), &b);
+		int64_t m = w.rank >= 3 ? w.dims[0] : -1;
+		if (r == 1 && (m < 0 || !per_channel(&k, w.rank, m) || (has_bias && (b.rank != 1 || b.numel != m))))
+			r = 0;
+		if (r == 1 && (tensor_alloc(&nb, DT_FLOAT, 1, &m) < 0 || (mul && tensor_alloc(&nw, DT_FLOAT, w.rank, w.dims) < 0)))
+			r = -1;
+		if (r == 1) {
+			const float *kd = k.data, *wd = w.data, *bd = b.data;
+			float *nbd = nb.data, *nwd = nw.data;
+			int64_t per = w.numel / m;
+			for (int64_t o = 0; o < m; o++) {
+				float kv = kd[k.numel == 1 ? 0 : o], bv = has_bias ? bd[o] : 0;
+				nbd[o] = mul ? bv * kv : bv + kv;
+				for (int64_t e = 0; mul && e < per; e++)
+					nwd[o * per + e] = wd[o * per + e] * kv;
+			}
+			if (mul) {
+				char *wn = pg_fresh_name(c, g, conv->input[1]);
+				pg_add_init(g, wn, &nw);
+				set_input(conv, 1, wn);
+				free(wn);
+			}
+			char *bn = pg_fresh_name(c, g, has_bias ? conv->input[2] : conv->input[1]);
+			pg_add_init(g, bn, &nb);
+			set_input(conv, 2, bn);
+			free(bn);
+			free(conv->output[0]);
+			conv->output[0] = xstrdup(op->output[0]);
+			pg_remove_node(g, i);
+			c->stat->changed++;
+		}
+		tensor_free(&k);
+		tensor_free(&w);
+		tensor_free(&b);
+		tensor_free(&nw);
+		tensor_free(&nb);
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			i++;
+	}
+	return pg_each_subgraph(c, g, prep_conv_affine);
 }

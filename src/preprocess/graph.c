@@ -6,7 +6,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "preprocess/passes.h"
+
+/* ---- a set of strings (borrowed pointers), open addressing ---- */
+static size_t name_hash(const char *s)
+{
+	return (size_t)XXH3_64bits(s, strlen(s));
+}
+
+int nameset_has(const NameSet *s, const char *name)
+{
+	if (!s->cap)
+		return 0;
+	for (size_t i = name_hash(name) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+		if (!s->v[i])
+			return 0;
+		if (!strcmp(s->v[i], name))
+			return 1;
+	}
+}
+
+int nameset_add(NameSet *s, const char *name)
+{
+	if (!*name || nameset_has(s, name))
+		return 0;
+	if ((s->n + 1) * 2 > s->cap) {
+		NameSet t = {xcalloc(s->cap ? s->cap * 2 : 64, sizeof *t.v), s->cap ? s->cap * 2 : 64, 0};
+		for (size_t i = 0; i < s->cap; i++)
+			if (s->v[i])
+				nameset_add(&t, s->v[i]);
+		free(s->v);
+		*s = t;
+	}
+	size_t i = name_hash(name) & (s->cap - 1);
+	while (s->v[i])
+		i = (i + 1) & (s->cap - 1);
+	s->v[i] = name;
+	s->n++;
+	return 1;
+}
+
+void nameset_free(NameSet *s)
+{
+	free(s->v);
+	memset(s, 0, sizeof *s);
+}
 
 static int streq(const char *a, const char *b)
 {

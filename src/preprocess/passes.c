@@ -13,9 +13,11 @@ static const struct {
 	[PREP_SHAPE] = {"shape", prep_shape},
 	[PREP_FOLD] = {"fold", prep_fold},
 	[PREP_FUSE_BN] = {"fuse-bn", prep_fuse_bn},
+	[PREP_CONV_AFFINE] = {"conv-affine", prep_conv_affine},
 	[PREP_TRANSPOSE] = {"transpose", prep_transpose},
 	[PREP_MATMUL_ADD] = {"matmul-add", prep_matmul_add},
 	[PREP_DEDUP] = {"dedup", prep_dedup},
+	[PREP_CSE] = {"cse", prep_cse},
 	[PREP_DCE] = {"dce", prep_dce},
 };
 
@@ -74,15 +76,26 @@ int prep_parse(const char *spec, PrepOpts *o)
 /* drop value_info of names no node or initializer of g defines any more */
 static int clean_value_info(PrepCtx *c, Onnx__GraphProto *g)
 {
+	NameSet def = {0};
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_output; k++)
+			nameset_add(&def, g->node[i]->output[k]);
+	for (size_t i = 0; i < g->n_initializer; i++)
+		if (g->initializer[i]->name)
+			nameset_add(&def, g->initializer[i]->name);
+	for (size_t i = 0; i < g->n_input; i++)
+		if (g->input[i]->name)
+			nameset_add(&def, g->input[i]->name);
 	size_t j = 0;
 	for (size_t i = 0; i < g->n_value_info; i++) {
 		const char *nm = g->value_info[i]->name;
-		if (nm && (pg_producer(g, nm) >= 0 || pg_init(g, nm) || pg_is_input(g, nm)))
+		if (nm && nameset_has(&def, nm))
 			g->value_info[j++] = g->value_info[i];
 		else
 			onnx__value_info_proto__free_unpacked(g->value_info[i], NULL);
 	}
 	g->n_value_info = j;
+	nameset_free(&def);
 	return pg_each_subgraph(c, g, clean_value_info);
 }
 
@@ -117,6 +130,7 @@ int prep_run(Model *m, const PrepOpts *o, PrepReport *r)
 			break;
 	}
 	pv_free(&c.tried);
+	pv_free(&c.scopes);
 	if (rc == 0)
 		rc = clean_value_info(&c, g);
 	r->nodes_after = g->n_node;

@@ -8,12 +8,14 @@
  * in their file. No pass ever changes what the model computes beyond float
  * rounding of folded arithmetic.
  *
- * Passes: identity (Identity, inference Dropout), shape (Shape and Size of
- * statically shaped tensors), fold (constant folding
- * through the operator kernels), fuse-bn (BatchNormalization into Conv or
- * Gemm), transpose (consecutive Transposes, identity permutations),
- * matmul-add (MatMul + Add of a bias into Gemm), dedup
- * (duplicate initializers), dce (dead nodes, unused initializers). All
+ * Passes: identity (Identity, inference Dropout, no-op Cast and Slice),
+ * shape (Shape and Size of statically shaped tensors), fold (constant
+ * folding through the operator kernels), fuse-bn (BatchNormalization into
+ * Conv or Gemm), conv-affine (Mul/Add by per-channel constants into Conv),
+ * transpose (consecutive Transposes, identity permutations), matmul-add
+ * (MatMul + Add of a bias into Gemm), dedup (duplicate initializers), cse
+ * (nodes computing the same thing), dce (dead nodes, unused initializers).
+ * All
  * functions return 0 or -1 after error(). */
 #ifndef QM_PREPROCESS_PASSES_H
 #define QM_PREPROCESS_PASSES_H
@@ -30,7 +32,7 @@
 /* default bound on the bytes of one folded output */
 #define PREP_FOLD_LIMIT ((size_t)16 << 20)
 
-enum { PREP_IDENTITY, PREP_SHAPE, PREP_FOLD, PREP_FUSE_BN, PREP_TRANSPOSE, PREP_MATMUL_ADD, PREP_DEDUP, PREP_DCE, PREP_NPASSES };
+enum { PREP_IDENTITY, PREP_SHAPE, PREP_FOLD, PREP_FUSE_BN, PREP_CONV_AFFINE, PREP_TRANSPOSE, PREP_MATMUL_ADD, PREP_DEDUP, PREP_CSE, PREP_DCE, PREP_NPASSES };
 
 typedef struct PrepStat {
 	size_t changed;       /* nodes removed or rewritten, initializers shared/dropped */
@@ -60,6 +62,12 @@ int prep_parse(const char *spec, PrepOpts *o);
 /* Run the passes on m. */
 int prep_run(Model *m, const PrepOpts *o, PrepReport *r);
 
+/* a set of names (borrowed pointers, open addressing); zeroed is empty */
+typedef struct NameSet {
+	const char **v;
+	size_t cap, n;
+} NameSet;
+
 /* ---- the passes (one graph; each recurses into subgraphs as it can) ---- */
 typedef struct PrepCtx {
 	Model *m;
@@ -67,18 +75,27 @@ typedef struct PrepCtx {
 	PrepStat *stat;       /* the running pass's counters */
 	size_t fresh;         /* counter for new tensor names */
 	PtrVec tried;         /* nodes fold skipped: not retried in later rounds */
+	PtrVec scopes;        /* enclosing graphs of the one being worked on */
+	NameSet *inits;       /* fold: initializer names of the graph being folded */
 } PrepCtx;
 
 int prep_identity(PrepCtx *c, Onnx__GraphProto *g);
 int prep_shape(PrepCtx *c, Onnx__GraphProto *g);
 int prep_fold(PrepCtx *c, Onnx__GraphProto *g);
 int prep_fuse_bn(PrepCtx *c, Onnx__GraphProto *g);
+int prep_conv_affine(PrepCtx *c, Onnx__GraphProto *g);
 int prep_transpose(PrepCtx *c, Onnx__GraphProto *g);
 int prep_matmul_add(PrepCtx *c, Onnx__GraphProto *g);
 int prep_dedup(PrepCtx *c, Onnx__GraphProto *g);
+int prep_cse(PrepCtx *c, Onnx__GraphProto *g);
 int prep_dce(PrepCtx *c, Onnx__GraphProto *g);
 
 /* ---- helpers shared by the passes (graph.c) ---- */
+
+int nameset_has(const NameSet *s, const char *name);
+/* 1 if added, 0 if present or empty */
+int nameset_add(NameSet *s, const char *name);
+void nameset_free(NameSet *s);
 
 /* number of reads of name by nodes of g, including nested subgraphs */
 size_t pg_uses(const Onnx__GraphProto *g, const char *name);

@@ -1,8 +1,11 @@
 /* simplify.c — the identity and transpose passes (see passes.h).
  *
- * identity: an Identity node, or a Dropout in inference (opset >= 7 without a
- * training_mode input or with a constant false one; opset < 7 with is_test =
- * 1) whose mask output nobody reads, is removed: its readers read its input.
+ * identity: an Identity node, a Cast to the element type its input already
+ * has (by the graph's annotations), a Slice that takes every element (starts
+ * 0, steps 1, ends INT64_MAX or past the known size), or a Dropout in inference (opset >= 7
+ * without a training_mode input or with a constant false one; opset < 7 with
+ * is_test = 1) whose mask output nobody reads, is removed: its readers read
+ * its input.
  * A graph output keeps its name (the input's producer is renamed to it); a
  * graph input passed straight to a graph output keeps its node.
  *
@@ -33,6 +36,92 @@ static int const_false(Model *m, const Onnx__GraphProto *g, const char *name)
 	return r;
 }
 
+/* element type of name from g's annotations or initializers, 0 if unknown */
+static int known_elem(const Onnx__GraphProto *g, const char *name)
+{
+	const Onnx__TensorProto *t = pg_init(g, name);
+	if (t && !pg_is_input(g, name))
+		return t->data_type;
+	Onnx__ValueInfoProto **lists[3] = {g->input, g->value_info, g->output};
+	size_t lens[3] = {g->n_input, g->n_value_info, g->n_output};
+	for (int l = 0; l < 3; l++)
+		for (size_t i = 0; i < lens[l]; i++) {
+			const Onnx__ValueInfoProto *v = lists[l][i];
+			if (v->name && !strcmp(v->name, name) && v->type && v->type->tensor_type &&
+			    v->type->tensor_type->has_elem_type)
+				return v->type->tensor_type->elem_type;
+		}
+	return 0;
+}
+
+/* the int64/int32 initializer name as int64 values into v (at most 16);
+ * count, or -1 when it is no small constant integer vector */
+static int const_ints(Model *m, const Onnx__GraphProto *g, const char *name, int64_t *v)
+{
+	const Onnx__TensorProto *t = name ? pg_init(g, name) : NULL;
+	if (!t || pg_is_input(g, name) || (t->data_type != DT_INT64 && t->data_type != DT_INT32) || t->n_dims != 1 ||
+	    t->dims[0] > 16)
+		return -1;
+	Tensor x = {0};
+	if (tensor_from_proto(m, t, &x) < 0)
+		return -1;
+	for (int64_t i = 0; i < x.numel; i++)
+		v[i] = tensor_get_i64(&x, i);
+	int n = (int)x.numel;
+	tensor_free(&x);
+	return n;
+}
+
+/* rank and dims of name from g's annotations (dims[k] < 0: not a number) */
+static int known_dims(const Onnx__GraphProto *g, const char *name, int64_t *dims)
+{
+	Onnx__ValueInfoProto **lists[3] = {g->input, g->value_info, g->output};
+	size_t lens[3] = {g->n_input, g->n_value_info, g->n_output};
+	for (int l = 0; l < 3; l++)
+		for (size_t i = 0; i < lens[l]; i++) {
+			const Onnx__ValueInfoProto *v = lists[l][i];
+			if (!v->name || strcmp(v->name, name) || !v->type || !v->type->tensor_type ||
+			    !v->type->tensor_type->shape || v->type->tensor_type->shape->n_dim > QM_MAX_RANK)
+				continue;
+			const Onnx__TensorShapeProto *sh = v->type->tensor_type->shape;
+			for (size_t k = 0; k < sh->n_dim; k++)
+				dims[k] = sh->dim[k]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE
+						  ? sh->dim[k]->dim_value : -1;
+			return (int)sh->n_dim;
+		}
+	return -1;
+}
+
+/* Slice (opset >= 10) taking every element: each start 0, step 1, end
+ * INT64_MAX or at least the axis's known size */
+static int slice_is_identity(PrepCtx *c, const Onnx__GraphProto *g, const Onnx__NodeProto *n)
+{
+	if (model_opset(c->m->proto, "") < 10 || n->n_output != 1)
+		return 0;
+	int64_t st[16], en[16], ax[16], sp[16], dims[QM_MAX_RANK];
+	int ns = const_ints(c->m, g, node_input(n, 1), st), ne = const_ints(c->m, g, node_input(n, 2), en);
+	if (ns < 0 || ns != ne)
+		return 0;
+	int na = node_input(n, 3) ? const_ints(c->m, g, node_input(n, 3), ax) : ns;
+	int np = node_input(n, 4) ? const_ints(c->m, g, node_input(n, 4), sp) : ns;
+	if (na != ns || np != ns)
+		return 0;
+	int rank = known_dims(g, n->input[0], dims);
+	for (int i = 0; i < ns; i++) {
+		if (st[i] != 0 || (node_input(n, 4) && sp[i] != 1))
+			return 0;
+		if (en[i] == INT64_MAX)
+			continue;
+		int64_t a = node_input(n, 3) ? ax[i] : i;
+		if (rank < 0 || a < -rank || a >= rank)
+			return 0;
+		a = a < 0 ? a + rank : a;
+		if (dims[a] < 0 || en[i] < dims[a])
+			return 0;
+	}
+	return 1;
+}
+
 /* 1 if node i of g computes its first input unchanged */
 static int is_identity(PrepCtx *c, const Onnx__GraphProto *g, const Onnx__NodeProto *n)
 {
@@ -42,6 +131,15 @@ static int is_identity(PrepCtx *c, const Onnx__GraphProto *g, const Onnx__NodePr
 		return 0;
 	if (!strcmp(n->op_type, "Identity"))
 		return n->n_output == 1;
+	if (!strcmp(n->op_type, "Slice"))
+		return slice_is_identity(c, g, n);
+	if (!strcmp(n->op_type, "Cast")) {
+		int64_t to;
+		if (attr_int(n, "to", 0, &to) < 0)
+			return -1;
+		int elem = known_elem(g, n->input[0]);
+		return n->n_output == 1 && elem && elem == to && !node_attr(n, "saturate");
+	}
 	if (strcmp(n->op_type, "Dropout"))
 		return 0;
 	int64_t opset = model_opset(c->m->proto, "");

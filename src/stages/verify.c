@@ -248,7 +248,7 @@ static int run(StageCtx *c)
 
 const Stage stage_verify = {
 	.name = "verify",
-	.version = 1,
+	.version = 3,
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = declared_inputs,

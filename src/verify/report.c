@@ -56,6 +56,54 @@ static void num(StrBuf *sb, double v)
 		sb_puts(sb, "null");
 }
 
+/* SQNR in dB of a noise-to-signal power ratio (+inf for 0) */
+static double db_of(double nsr)
+{
+	return nsr > 0 ? -10 * log10(nsr) : INFINITY;
+}
+
+/* a '\n'-separated list as a JSON array */
+static void names_json(StrBuf *sb, const char *list)
+{
+	sb_putc(sb, '[');
+	for (const char *s = list; s && *s;) {
+		const char *e = strchr(s, '\n');
+		size_t l = e ? (size_t)(e - s) : strlen(s);
+		char *nm = xstrndup(s, l);
+		if (s != list)
+			sb_puts(sb, ", ");
+		sb_json_str(sb, nm);
+		free(nm);
+		s = e ? e + 1 : NULL;
+	}
+	sb_putc(sb, ']');
+}
+
+/* activations whose segment holds quantized nodes, most added noise first */
+static int cmp_blame(const void *a, const void *b)
+{
+	const ErrStats *x = *(const ErrStats *const *)a, *y = *(const ErrStats *const *)b;
+	double nx = err_added_nsr(x), ny = err_added_nsr(y);
+	if (nx > ny)
+		return -1;
+	if (nx < ny)
+		return 1;
+	return strcmp(x->name, y->name);
+}
+
+static const ErrStats **blamed(const VerifyReport *rep, size_t *count)
+{
+	const ErrStats **v = xcalloc(rep->nacts + 1, sizeof *v);
+	size_t n = 0;
+	for (size_t i = 0; i < rep->nacts; i++)
+		if (rep->acts[i].qnodes && *rep->acts[i].qnodes && err_added_nsr(&rep->acts[i]) > 0)
+			v[n++] = &rep->acts[i];
+	if (n > 1)
+		qsort(v, n, sizeof *v, cmp_blame);
+	*count = n;
+	return v;
+}
+
 static void stats_json(StrBuf *sb, const ErrStats *e, int layer)
 {
 	sb_puts(sb, "{\"name\": ");
@@ -69,6 +117,14 @@ static void stats_json(StrBuf *sb, const ErrStats *e, int layer)
 	if (layer == 1) {
 		sb_puts(sb, ", \"local_sqnr_db\": ");
 		num(sb, e->local_n ? err_local_sqnr(e) : NAN);
+		sb_puts(sb, ", \"input_sqnr_db\": ");
+		num(sb, e->nodes ? db_of(e->in_nsr) : NAN);
+		sb_puts(sb, ", \"step_sqnr_db\": ");
+		num(sb, e->nodes ? db_of(err_added_nsr(e)) : NAN);
+		sb_puts(sb, ", \"nodes\": ");
+		names_json(sb, e->nodes);
+		sb_puts(sb, ", \"quantized_nodes\": ");
+		names_json(sb, e->qnodes);
 	}
 	sb_puts(sb, ", \"cosine\": ");
 	num(sb, err_cosine(e));
@@ -162,6 +218,22 @@ void verify_json(const VerifyReport *rep, const VerifyGates *g, const char *mode
 	}
 	sb_puts(sb, rep->nacts ? "\n  ]" : "]");
 	free(v);
+	size_t nb;
+	v = blamed(rep, &nb);
+	sb_puts(sb, ",\n  \"exclude_candidates\": [");
+	for (size_t i = 0; i < nb; i++) {
+		sb_puts(sb, i ? ",\n    {\"nodes\": " : "\n    {\"nodes\": ");
+		names_json(sb, v[i]->qnodes);
+		sb_puts(sb, ", \"tensor\": ");
+		sb_json_str(sb, v[i]->name);
+		sb_puts(sb, ", \"step_sqnr_db\": ");
+		num(sb, db_of(err_added_nsr(v[i])));
+		sb_puts(sb, ", \"sqnr_db\": ");
+		num(sb, err_sqnr(v[i]));
+		sb_putc(sb, '}');
+	}
+	sb_puts(sb, nb ? "\n  ]" : "]");
+	free(v);
 	v = ranked(rep->weights, rep->nweights);
 	sb_puts(sb, ",\n  \"weights\": [");
 	for (size_t i = 0; i < rep->nweights; i++) {
@@ -206,6 +278,20 @@ void verify_summary(const VerifyReport *rep, const char *model, FILE *log)
 		fmt_db(db, sizeof db, err_sqnr(v[i]));
 		fmt_db(ldb, sizeof ldb, err_local_sqnr(v[i]));
 		fprintf(log, "    %-24s SQNR %s (own quantization %s)\n", v[i]->name, db, v[i]->local_n ? ldb : "n/a");
+	}
+	free(v);
+	size_t nb;
+	v = blamed(rep, &nb);
+	if (nb) {
+		fprintf(log, "  most noise added (SQNR of the step alone):");
+		for (size_t i = 0; i < nb && i < 3; i++) {
+			fmt_db(db, sizeof db, db_of(err_added_nsr(v[i])));
+			fputs(i ? ", " : " ", log);
+			for (const char *c = v[i]->qnodes; *c; c++)
+				fputc(*c == '\n' ? '+' : *c, log);
+			fprintf(log, " %s (%s)", db, v[i]->name);
+		}
+		fputc('\n', log);
 	}
 	free(v);
 	v = ranked(rep->weights, rep->nweights);

@@ -597,6 +597,8 @@ int verify_models(Model *ref, Model *q, const VerifyOpts *o, VerifyReport *rep)
 	rep->nweights = k;
 	if (r < 0)
 		verify_report_free(rep);
+	else
+		verify_blame(rep, ref, q);
 	return r;
 }
 
@@ -605,6 +607,8 @@ static void free_stats(ErrStats *e, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		free(e[i].name);
 		free(e[i].qname);
+		free(e[i].nodes);
+		free(e[i].qnodes);
 	}
 	free(e);
 }

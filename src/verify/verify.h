@@ -53,6 +53,13 @@ typedef struct ErrStats {
 	/* layers: the quantized model's own T against T_DequantizeLinear_Output */
 	uint64_t local_n;
 	double local_sx2, local_sd2;
+	/* activations (blame.c): the reference nodes that compute this tensor
+	 * from the nearest compared tensors, '\n'-separated; those the quantized
+	 * model runs on dequantized inputs (candidates for
+	 * quantize.exclude-nodes); and the noise-to-signal power ratio of the
+	 * worst compared input (0: inputs exact or only weights) */
+	char *nodes, *qnodes;
+	double in_nsr;
 } ErrStats;
 
 typedef struct VerifyReport {
@@ -71,7 +78,20 @@ typedef struct VerifyReport {
 	size_t nacts, nweights;
 } VerifyReport;
 
+/* Compare q against ref on o's samples into *rep (zeroed first; freed on
+ * error). Errors name the sample and what was expected: a sample that does
+ * not feed the models' inputs, labels of the wrong type or length, outputs
+ * whose names or shapes differ, an empty data set. */
 int verify_models(Model *ref, Model *q, const VerifyOpts *o, VerifyReport *rep);
+/* free everything rep holds and zero it */
+/* Attribute the error of every compared activation to the reference nodes
+ * between it and the compared tensors feeding it (fills nodes, qnodes and
+ * in_nsr). The noise a segment adds is nsr(out) - nsr(worst input), with
+ * nsr = 10^(-SQNR/10): noise powers of independent sources add; verify.json
+ * gives it as step_sqnr_db, the SQNR that step's noise alone would give. */
+void verify_blame(VerifyReport *rep, const Model *ref, const Model *q);
+/* the noise-to-signal power ratio a segment adds (see verify_blame) */
+double err_added_nsr(const ErrStats *e);
 void verify_report_free(VerifyReport *rep);
 
 /* figures of one ErrStats: SQNR in dB (+inf when equal), cosine, mean abs */

@@ -8,7 +8,7 @@ P=$TMPD/readme
 mkdir -p "$P/rules" "$P/models" "$P/weights"
 awk '/^```ini/{f=1; next} /^```/{f=0} f' "$ROOT/README.md" > "$P/rules/models.rules"
 cp "$TESTDATA/node/test_relu/model.onnx" "$P/models/silero_vad.onnx"
-touch "$P/export.py" "$P/weights/a.pt"; mkdir -p "$P/calib"; touch "$P/calib/a.npy"
+touch "$P/export.py" "$P/weights/a.pt"; mkdir -p "$P/calib" "$P/data"; touch "$P/calib/a.npy" "$P/data/val.npz" "$P/README.md"
 if [ -s "$P/rules/models.rules" ] && QUANTMAKE_CACHE= "$QUANTMAKE" -C "$P" -n > "$TMPD/out" 2>&1; then
 	pass "README rule-file example is valid"
 else

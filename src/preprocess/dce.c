@@ -100,6 +100,50 @@ int prep_dce(PrepCtx *c, Onnx__GraphProto *g)
 	return pg_each_subgraph(c, g, prep_dce);
 }
 
+/* renames from -> to (borrowed strings), open addressing */
+typedef struct RenameMap {
+	const char **from, **to;
+	size_t cap;
+} RenameMap;
+
+static void rm_put(RenameMap *m, const char *from, const char *to)
+{
+	size_t i = (size_t)XXH3_64bits(from, strlen(from)) & (m->cap - 1);
+	while (m->from[i])
+		i = (i + 1) & (m->cap - 1);
+	m->from[i] = from;
+	m->to[i] = to;
+}
+
+static const char *rm_get(const RenameMap *m, const char *from)
+{
+	for (size_t i = (size_t)XXH3_64bits(from, strlen(from)) & (m->cap - 1); m->from[i]; i = (i + 1) & (m->cap - 1))
+		if (!strcmp(m->from[i], from))
+			return m->to[i];
+	return NULL;
+}
+
+/* apply m to every read in g and its nested subgraphs, in one sweep */
+static void rm_apply(const RenameMap *m, Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		Onnx__NodeProto *n = g->node[i];
+		for (size_t k = 0; k < n->n_input; k++) {
+			const char *to = *n->input[k] ? rm_get(m, n->input[k]) : NULL;
+			if (to) {
+				free(n->input[k]);
+				n->input[k] = xstrdup(to);
+			}
+		}
+		for (size_t a = 0; a < n->n_attribute; a++) {
+			if (n->attribute[a]->g)
+				rm_apply(m, n->attribute[a]->g);
+			for (size_t k = 0; k < n->attribute[a]->n_graphs; k++)
+				rm_apply(m, n->attribute[a]->graphs[k]);
+		}
+	}
+}
+
 typedef struct InitKey {
 	Onnx__TensorProto *t;
 	uint64_t h;
@@ -140,16 +184,28 @@ int prep_dedup(PrepCtx *c, Onnx__GraphProto *g)
 	}
 	/* a later duplicate of an earlier kept one: readers switch, it goes */
 	char *drop = xcalloc(nk ? nk : 1, 1);
+	RenameMap map = {0};
+	map.cap = 16;
+	while (map.cap < nk * 2)
+		map.cap *= 2;
+	map.from = xcalloc(map.cap, sizeof *map.from);
+	map.to = xcalloc(map.cap, sizeof *map.to);
+	size_t nmap = 0;
 	for (size_t i = 0; i < nk && r == 0; i++)
 		for (size_t p = 0; p < i; p++) {
 			if (drop[p] || k[p].h != k[i].h || k[p].len != k[i].len || !same_shape(k[p].t, k[i].t) ||
 			    memcmp(k[p].data, k[i].data, k[i].len) || pg_sub_defines(g, k[p].t->name))
 				continue;
-			pg_rename_uses(g, k[i].t->name, k[p].t->name);
+			rm_put(&map, k[i].t->name, k[p].t->name);
+			nmap++;
 			drop[i] = 1;
 			c->stat->changed++;
 			break;
 		}
+	if (nmap)
+		rm_apply(&map, g);
+	free(map.from);
+	free(map.to);
 	for (size_t i = 0; i < nk; i++)
 		if (k[i].owned)
 			free((void *)k[i].data);

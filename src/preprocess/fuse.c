@@ -318,19 +318,31 @@ static int per_channel(const Tensor *k, int wrank, int64_t m)
 
 /* Conv(X, W, b) followed by Mul or Add of a per-channel float initializer:
  * W and b scaled (Mul) or b shifted (Add), the Mul/Add goes. */
+/* the outputs of g's Conv nodes (borrowed) */
+static void conv_outputs(const Onnx__GraphProto *g, NameSet *s)
+{
+	nameset_free(s);
+	for (size_t i = 0; i < g->n_node; i++)
+		if (!strcmp(g->node[i]->op_type, "Conv") && g->node[i]->n_output == 1)
+			nameset_add(s, g->node[i]->output[0]);
+}
+
 int prep_conv_affine(PrepCtx *c, Onnx__GraphProto *g)
 {
+	NameSet convs = {0};
+	conv_outputs(g, &convs);
 	for (size_t i = 0; i < g->n_node;) {
 		Onnx__NodeProto *op = g->node[i];
 		int mul = !strcmp(op->op_type, "Mul");
-		if ((!mul && strcmp(op->op_type, "Add")) || !default_domain(op) || op->n_input != 2 || op->n_output != 1) {
+		if ((!mul && strcmp(op->op_type, "Add")) || !default_domain(op) || op->n_input != 2 || op->n_output != 1 ||
+		    (!nameset_has(&convs, op->input[0]) && !nameset_has(&convs, op->input[1]))) {
 			i++;
 			continue;
 		}
 		int side = -1;
 		long p = -1;
 		for (int s = 0; s < 2 && side < 0; s++) {
-			long q = pg_producer(g, op->input[s]);
+			long q = nameset_has(&convs, op->input[s]) ? pg_producer(g, op->input[s]) : -1;
 			if (q >= 0 && !strcmp(g->node[q]->op_type, "Conv") && default_domain(g->node[q]) &&
 			    g->node[q]->n_output == 1 && pg_uses(g, op->input[s]) == 1 && !pg_is_output(g, op->input[s]))
 				side = s, p = q;
@@ -376,16 +388,21 @@ int prep_conv_affine(PrepCtx *c, Onnx__GraphProto *g)
 			conv->output[0] = xstrdup(op->output[0]);
 			pg_remove_node(g, i);
 			c->stat->changed++;
+			/* the set borrowed the freed name */
+			conv_outputs(g, &convs);
 		}
 		tensor_free(&k);
 		tensor_free(&w);
 		tensor_free(&b);
 		tensor_free(&nw);
 		tensor_free(&nb);
-		if (r < 0)
+		if (r < 0) {
+			nameset_free(&convs);
 			return -1;
+		}
 		if (r == 0)
 			i++;
 	}
+	nameset_free(&convs);
 	return pg_each_subgraph(c, g, prep_conv_affine);
 }

@@ -32,7 +32,10 @@
 /* default bound on the bytes of one folded output */
 #define PREP_FOLD_LIMIT ((size_t)16 << 20)
 
-enum { PREP_IDENTITY, PREP_SHAPE, PREP_FOLD, PREP_FUSE_BN, PREP_CONV_AFFINE, PREP_TRANSPOSE, PREP_MATMUL_ADD, PREP_DEDUP, PREP_CSE, PREP_DCE, PREP_NPASSES };
+enum {
+	PREP_IDENTITY, PREP_SHAPE, PREP_FOLD, PREP_FUSE_BN, PREP_CONV_AFFINE, PREP_TRANSPOSE,
+	PREP_MATMUL_ADD, PREP_DEDUP, PREP_CSE, PREP_DCE, PREP_NPASSES
+};
 
 typedef struct PrepStat {
 	size_t changed;       /* nodes removed or rewritten, initializers shared/dropped */

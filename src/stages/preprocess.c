@@ -14,7 +14,8 @@
 
 static const StageParam params[] = {
 	{"preprocess", PARAM_TEXT, NULL, NULL, 1,
-	 "default, or passes separated by commas: identity, shape, fold, fuse-bn, conv-affine, transpose, matmul-add, dedup, cse, dce"},
+	 "default, or passes separated by commas: identity, shape, fold, fuse-bn, conv-affine, transpose, "
+	 "matmul-add, dedup, cse, dce"},
 	{"preprocess.fold-limit", PARAM_TEXT, NULL, "16M", 1,
 	 "largest output (bytes, K/M/G suffixes) constant folding may materialize"},
 	{NULL, 0, NULL, NULL, 0, NULL},

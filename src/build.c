@@ -48,6 +48,7 @@ typedef struct Action {
 	char *keytext;
 	ActionRec rec;
 	int have_rec;
+	int borrowed;          /* rec's arrays belong to the build log */
 	pid_t pid;
 	int fd;
 	StrBuf log;
@@ -649,9 +650,9 @@ static void invalidate(Build *b, Action *a)
 	p = xasprintf("%s/actions/%.2s/%s", cache_dir(b->cache), hex, hex);
 	unlink(p);
 	free(p);
-	if (a->have_rec)
+	if (a->have_rec && !a->borrowed)
 		action_rec_free(&a->rec);
-	a->have_rec = 0;
+	a->have_rec = a->borrowed = 0;
 	a->state = A_PENDING;
 	a->hit = 0;
 	buildlog_drop(b->log, a->model->name, a->stage->name);
@@ -675,7 +676,8 @@ static int resolve(Build *b, Action *a)
 	LogEntry *e = buildlog_get(b->log, a->model->name, a->stage->name);
 	if (e && hash_eq(e->rec.key, a->key) && record_valid(b, &e->rec, &why, 0)) {
 		/* the fast path of a no-op: known from the build log */
-		action_rec_copy(&a->rec, &e->rec);
+		a->rec = e->rec; /* borrowed: the log outlives the build */
+		a->borrowed = 1;
 		a->have_rec = 1;
 		a->hit = 1;
 		a->state = A_DONE;
@@ -1037,7 +1039,7 @@ static void teardown(Build *b)
 {
 	for (size_t i = 0; i < b->nacts; i++) {
 		Action *a = b->acts[i];
-		if (a->have_rec)
+		if (a->have_rec && !a->borrowed)
 			action_rec_free(&a->rec);
 		free(a->keytext);
 		free(a->why);

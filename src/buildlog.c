@@ -192,9 +192,18 @@ static int parse(BuildLog *l, char *p, char *end)
 		}
 		r.keytext = xstrndup(p, ktlen);
 		p += ktlen + 1;
-		LogEntry *e = buildlog_put(l, model, stage, &r);
+		/* move r into the table (no copy: this runs for every action) */
+		char *id = mkid(model, stage);
+		LogEntry *e = slot(l, id, 1);
+		if (e->id) {
+			free(id);
+			action_rec_free(&e->rec);
+		} else {
+			e->id = id;
+			l->n++;
+		}
+		e->rec = r;
 		e->touched = touched;
-		action_rec_free(&r);
 	}
 	return 0;
 }

@@ -261,6 +261,33 @@ void pv_free(PtrVec *pv)
 	pv->n = pv->cap = 0;
 }
 
+void pv_free_all(PtrVec *pv)
+{
+	for (size_t i = 0; i < pv->n; i++)
+		free(pv->v[i]);
+	pv_free(pv);
+}
+
+void split_words(const char *v, PtrVec *out)
+{
+	for (const char *s = v; s && *s;) {
+		while (*s == ' ' || *s == '\t' || *s == ',')
+			s++;
+		const char *e = s;
+		while (*e && *e != ' ' && *e != '\t' && *e != ',')
+			e++;
+		if (e > s)
+			pv_push(out, xstrndup(s, (size_t)(e - s)));
+		s = e;
+	}
+}
+
+int path_outside(const char *p)
+{
+	return p[0] == '/' || !strcmp(p, "..") || !strncmp(p, "../", 3) || strstr(p, "/../") != NULL ||
+	       (strlen(p) >= 3 && !strcmp(p + strlen(p) - 3, "/.."));
+}
+
 char *path_join(const char *a, const char *b)
 {
 	if (!a || !*a || b[0] == '/')

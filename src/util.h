@@ -64,11 +64,18 @@ typedef struct PtrVec {
 } PtrVec;
 void pv_push(PtrVec *pv, void *p);
 void pv_free(PtrVec *pv);
+/* free every element, then the vector */
+void pv_free_all(PtrVec *pv);
+/* append the words of a rule-file list (split on blanks and commas; v may
+ * be NULL) to out as malloc'd strings */
+void split_words(const char *v, PtrVec *out);
 
 /* path joining: a/b, never doubling '/'; result malloc'd */
 char *path_join(const char *a, const char *b);
 /* directory part of path ("." if none); malloc'd */
 char *path_dir(const char *path);
+/* does a project-relative path leave the project (absolute or through ..)? */
+int path_outside(const char *p);
 /* mkdir -p; 0 or -1 with error() */
 int mkdirs(const char *path);
 /* rm -rf; 0 or -1 */

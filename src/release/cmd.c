@@ -34,21 +34,6 @@ typedef struct RelOpts {
 	int require_clean, require_git;
 } RelOpts;
 
-static void split_words(const char *v, PtrVec *out)
-{
-	const char *s = v;
-	while (*s) {
-		while (*s == ' ' || *s == '\t' || *s == ',')
-			s++;
-		const char *e = s;
-		while (*e && *e != ' ' && *e != '\t' && *e != ',')
-			e++;
-		if (e > s)
-			pv_push(out, xstrndup(s, (size_t)(e - s)));
-		s = e;
-	}
-}
-
 static void free_words(PtrVec *pv)
 {
 	for (size_t i = 0; i < pv->n; i++)

@@ -33,25 +33,9 @@ static int wanted(const Section *sec)
 	return 1;
 }
 
-/* split a list value on whitespace and commas; returns malloc'd words */
-static void split_list(const char *v, PtrVec *out)
-{
-	const char *s = v;
-	while (*s) {
-		while (*s == ' ' || *s == '\t' || *s == ',')
-			s++;
-		const char *e = s;
-		while (*e && *e != ' ' && *e != '\t' && *e != ',')
-			e++;
-		if (e > s)
-			pv_push(out, xstrndup(s, (size_t)(e - s)));
-		s = e;
-	}
-}
-
 static int check_relative(const char *key, const char *path)
 {
-	if (path[0] == '/' || !strncmp(path, "../", 3) || strstr(path, "/../") || !strcmp(path, ".."))
+	if (path_outside(path))
 		return error("%s '%s' leaves the project: use a path inside the project", key, path);
 	return 0;
 }
@@ -77,7 +61,7 @@ static int declared_inputs(const Section *sec, const char *root, PtrVec *files)
 		return 0;
 	const KV *kv = sec_find(sec, "export.deps");
 	PtrVec pats = {0};
-	split_list(deps, &pats);
+	split_words(deps, &pats);
 	int r = 0;
 	for (size_t i = 0; i < pats.n; i++) {
 		const char *pat = pats.v[i];
@@ -180,7 +164,7 @@ static int run_command(StageCtx *c, const char *cmd)
 	PtrVec env = {0};
 	const char *ev = sec_get(c->sec, "export.env");
 	if (ev)
-		split_list(ev, &env);
+		split_words(ev, &env);
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {

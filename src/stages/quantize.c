@@ -45,22 +45,6 @@ static int wanted(const Section *sec)
 	return 0;
 }
 
-static void split_words(const char *v, PtrVec *out)
-{
-	if (!v)
-		return;
-	for (const char *s = v; *s;) {
-		while (*s == ' ' || *s == '\t' || *s == ',')
-			s++;
-		const char *e = s;
-		while (*e && *e != ' ' && *e != '\t' && *e != ',')
-			e++;
-		if (e > s)
-			pv_push(out, xstrndup(s, (size_t)(e - s)));
-		s = e;
-	}
-}
-
 static int is_true(const char *v)
 {
 	return v && (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on"));

@@ -1,8 +1,11 @@
 /* stage.c — the stage table and parameter checks (see stage.h). */
 #include "stages/stage.h"
 
+#include <dirent.h>
+#include <glob.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rules/rules.h"
 
@@ -92,4 +95,70 @@ int stage_param_check(const StageParam *p, const char *value)
 			return error("%s is empty", p->key);
 		return 0;
 	}
+}
+
+/* the files samples_open() reads from directory rel (project-relative):
+ * its regular files and those of its test_data_set_* subdirectories */
+static void walk(const char *root, const char *rel, int depth, PtrVec *files)
+{
+	char *full = path_join(root, rel);
+	DIR *d = opendir(full);
+	free(full);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char *r = path_join(rel, e->d_name), *f = path_join(root, r);
+		struct stat st;
+		int ok = stat(f, &st) == 0;
+		if (ok && S_ISDIR(st.st_mode) && depth == 0 && !strncmp(e->d_name, "test_data_set", 13))
+			walk(root, r, 1, files);
+		else if (ok && S_ISREG(st.st_mode))
+			pv_push(files, xstrdup(r));
+		free(r);
+		free(f);
+	}
+	closedir(d);
+}
+
+int stage_expand_samples(const Section *sec, const char *key, const char *root, const char *empty_hint,
+			 PtrVec *files)
+{
+	const KV *kv = sec_find(sec, key);
+	if (!kv)
+		return error("%s:%d: model '%s': %s is not set", sec->file, sec->line, sec->name, key);
+	PtrVec specs = {0};
+	split_words(kv->value, &specs);
+	int r = 0;
+	size_t skip = strlen(root) + 1;
+	for (size_t i = 0; r == 0 && i < specs.n; i++) {
+		const char *s = specs.v[i];
+		if (path_outside(s)) {
+			r = error("%s:%d: model '%s': %s '%s' leaves the project", kv->file, kv->line, sec->name, key, s);
+			break;
+		}
+		size_t before = files->n;
+		char *full = path_join(root, s);
+		glob_t g;
+		if (glob(full, 0, NULL, &g) == 0) {
+			for (size_t k = 0; k < g.gl_pathc; k++) {
+				struct stat st;
+				const char *rel = g.gl_pathv[k] + skip;
+				int ok = stat(g.gl_pathv[k], &st) == 0;
+				if (ok && S_ISDIR(st.st_mode))
+					walk(root, rel, 0, files);
+				else if (ok && S_ISREG(st.st_mode))
+					pv_push(files, xstrdup(rel));
+			}
+			globfree(&g);
+		}
+		free(full);
+		if (files->n == before)
+			r = error("%s:%d: model '%s': %s '%s' matches no file%s", kv->file, kv->line, sec->name, key, s,
+				  empty_hint);
+	}
+	pv_free_all(&specs);
+	return r;
 }

@@ -66,6 +66,14 @@ const char *stage_param_value(const struct Section *sec, const char *key);
 /* check value against the param; 0, or -1 with error() describing what was expected */
 int stage_param_check(const StageParam *p, const char *value);
 
+/* Expand a sample list key (files, directories, globs; a directory gives its
+ * files and those of its test_data_set_* subdirectories) into
+ * project-relative files appended to files. Errors name the key's file:line:
+ * a spec leaving the project, or one matching no file (empty_hint is
+ * appended to that message, may be ""). */
+int stage_expand_samples(const struct Section *sec, const char *key, const char *root,
+			 const char *empty_hint, PtrVec *files);
+
 /* the individual stages */
 extern const Stage stage_export;
 extern const Stage stage_infer_shapes;

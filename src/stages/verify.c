@@ -3,8 +3,6 @@
  * samples (src/verify), writes verify.json beside an unchanged copy of the
  * quantized model, prints a summary, and fails the build when a gate fails:
  * one line per failed gate, "verify: MODEL: GATE: measured X, threshold Y". */
-#include <dirent.h>
-#include <glob.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,27 +35,6 @@ static int wanted(const Section *sec)
 	return 0;
 }
 
-static void split_words(const char *v, PtrVec *out)
-{
-	for (const char *s = v; s && *s;) {
-		while (*s == ' ' || *s == '\t' || *s == ',')
-			s++;
-		const char *e = s;
-		while (*e && *e != ' ' && *e != '\t' && *e != ',')
-			e++;
-		if (e > s)
-			pv_push(out, xstrndup(s, (size_t)(e - s)));
-		s = e;
-	}
-}
-
-static void free_words(PtrVec *v)
-{
-	for (size_t i = 0; i < v->n; i++)
-		free(v->v[i]);
-	pv_free(v);
-}
-
 static int is_random(const char *v)
 {
 	return v && !strcmp(v, "random");
@@ -70,37 +47,6 @@ static int labels_is_file(const char *v)
 	size_t n = strlen(v);
 	return strchr(v, '/') || (n > 4 && (!strcmp(v + n - 4, ".npy") || !strcmp(v + n - 4, ".npz"))) ||
 	       (n > 3 && !strcmp(v + n - 3, ".pb"));
-}
-
-static int outside(const char *s)
-{
-	return s[0] == '/' || !strncmp(s, "../", 3) || strstr(s, "/../") != NULL;
-}
-
-/* the files samples_open() reads from directory rel (project-relative):
- * its regular files and those of its test_data_set_* subdirectories */
-static void walk(const char *root, const char *rel, int depth, PtrVec *files)
-{
-	char *full = path_join(root, rel);
-	DIR *d = opendir(full);
-	free(full);
-	if (!d)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		char *r = path_join(rel, e->d_name), *f = path_join(root, r);
-		struct stat st;
-		int ok = stat(f, &st) == 0;
-		if (ok && S_ISDIR(st.st_mode) && depth == 0 && !strncmp(e->d_name, "test_data_set", 13))
-			walk(root, r, 1, files);
-		else if (ok && S_ISREG(st.st_mode))
-			pv_push(files, xstrdup(r));
-		free(r);
-		free(f);
-	}
-	closedir(d);
 }
 
 static int declared_inputs(const Section *sec, const char *root, PtrVec *files)
@@ -117,41 +63,12 @@ static int declared_inputs(const Section *sec, const char *root, PtrVec *files)
 				     kv->file, kv->line, sec->name);
 		return 0;
 	}
-	PtrVec specs = {0};
-	split_words(v, &specs);
-	int r = 0;
-	size_t skip = strlen(root) + 1;
-	for (size_t i = 0; r == 0 && i < specs.n; i++) {
-		const char *s = specs.v[i];
-		if (outside(s)) {
-			r = error("%s:%d: model '%s': verify.data '%s' leaves the project", kv->file, kv->line, sec->name, s);
-			break;
-		}
-		size_t before = files->n;
-		char *full = path_join(root, s);
-		glob_t g;
-		if (glob(full, 0, NULL, &g) == 0) {
-			for (size_t k = 0; k < g.gl_pathc; k++) {
-				struct stat st;
-				const char *rel = g.gl_pathv[k] + skip;
-				int ok = stat(g.gl_pathv[k], &st) == 0;
-				if (ok && S_ISDIR(st.st_mode))
-					walk(root, rel, 0, files);
-				else if (ok && S_ISREG(st.st_mode))
-					pv_push(files, xstrdup(rel));
-			}
-			globfree(&g);
-		}
-		free(full);
-		if (files->n == before)
-			r = error("%s:%d: model '%s': verify.data '%s' matches no file", kv->file, kv->line, sec->name, s);
-	}
-	free_words(&specs);
+	int r = stage_expand_samples(sec, "verify.data", root, "", files);
 	if (r == 0 && lv && labels_is_file(lv)) {
 		const KV *lk = sec_find(sec, "verify.labels");
 		char *full = path_join(root, lv);
 		struct stat st;
-		if (outside(lv))
+		if (path_outside(lv))
 			r = error("%s:%d: model '%s': verify.labels '%s' leaves the project", lk->file, lk->line,
 				  sec->name, lv);
 		else if (stat(full, &st) != 0 || !S_ISREG(st.st_mode))
@@ -242,7 +159,7 @@ static int run(StageCtx *c)
 	model_free(q);
 	model_free(ref);
 	free(labels_path);
-	free_words(&specs);
+	pv_free_all(&specs);
 	return r;
 }
 

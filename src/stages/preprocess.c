@@ -21,6 +21,18 @@ static const StageParam params[] = {
 	{NULL, 0, NULL, NULL, 0, NULL},
 };
 
+/* pass names and the fold limit are checked when the rule file is read */
+static int check_param(const char *key, const char *value)
+{
+	if (!strcmp(key, "preprocess")) {
+		PrepOpts o = {0};
+		return prep_parse(value, &o);
+	}
+	if (!strcmp(key, "preprocess.fold-limit") && parse_size(value) <= 0)
+		return error("preprocess.fold-limit = '%s' is not valid: expected a size such as 64K or 16M", value);
+	return 0;
+}
+
 static int wanted(const Section *sec)
 {
 	for (size_t i = 0; i < sec->nkv; i++)
@@ -126,4 +138,5 @@ const Stage stage_preprocess = {
 	.wanted = wanted,
 	.declared_inputs = declared_inputs,
 	.run = run,
+	.check_param = check_param,
 };

@@ -74,27 +74,34 @@ int stage_param_check(const StageParam *p, const char *value)
 			sb_release(&sb);
 			return r;
 		}
-		return 0;
+		break;
 	case PARAM_INT:
 		strtoll(value, &end, 10);
 		if (!*value || *end)
 			return error("%s = '%s' is not valid: expected an integer", p->key, value);
-		return 0;
+		break;
 	case PARAM_FLOAT:
 		strtod(value, &end);
 		if (!*value || *end)
 			return error("%s = '%s' is not valid: expected a number", p->key, value);
-		return 0;
+		break;
 	case PARAM_BOOL:
 		if (strcmp(value, "true") && strcmp(value, "false") && strcmp(value, "yes") &&
 		    strcmp(value, "no") && strcmp(value, "on") && strcmp(value, "off"))
 			return error("%s = '%s' is not valid: expected true or false", p->key, value);
-		return 0;
+		break;
 	default:
 		if (!*value)
 			return error("%s is empty", p->key);
-		return 0;
+		break;
 	}
+	for (size_t i = 0; stage_table[i]; i++) {
+		const Stage *st = stage_table[i];
+		for (const StageParam *q = st->params; q->key; q++)
+			if (q == p)
+				return st->check_param ? st->check_param(p->key, value) : 0;
+	}
+	return 0;
 }
 
 /* the files samples_open() reads from directory rel (project-relative):

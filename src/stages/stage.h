@@ -52,6 +52,10 @@ typedef struct Stage {
 	 * this other stage of the same model (verify compares the quantized
 	 * model against the float model that quantize started from) */
 	const char *reference_of;
+	/* extra validation of one of the stage's keys when the rule file is
+	 * read (the kind checks are done already): 0, or -1 with error()
+	 * saying what was expected. May be NULL. */
+	int (*check_param)(const char *key, const char *value);
 } Stage;
 
 /* all stages in pipeline order, NULL-terminated */

@@ -30,3 +30,12 @@ grep -q 'nothing to do' "$TMPD/log2" && pass "second build of the example does n
 SOURCE_DATE_EPOCH=0 "$QUANTMAKE" -C "$P" release > "$TMPD/rlog" 2>&1
 a=$(ls "$P"/dist/*.tar.gz 2>/dev/null | head -1)
 [ -n "$a" ] && "$QUANTMAKE" verify-release "$a" > /dev/null 2>&1 && pass "example release verifies" || fail "example release verifies" "$(cat "$TMPD/rlog")"
+"$PY" - "$a" > "$TMPD/mlog" 2>&1 <<'PY'
+import json, sys, tarfile
+t = tarfile.open(sys.argv[1])
+man = json.load(t.extractfile([m for m in t.getmembers() if m.name.endswith("/MANIFEST.json")][0]))
+v = man["models"]["digits-int8"]["verify"]
+print(json.dumps(v)[:300])
+sys.exit(0 if "verify" not in man["models"]["digits"] and v else 1)
+PY
+[ $? -eq 0 ] && pass "release manifest carries the verify figures" || fail "release manifest carries the verify figures" "$(cat "$TMPD/mlog")"

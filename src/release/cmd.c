@@ -348,7 +348,16 @@ static int add_model(Ctx *c, const Section *r, const char *target, EntryList *l,
 			e->expect = ao->h;
 			e->has_expect = 1;
 			json_array_append_new(files, json_string(ename));
-			if (!strcmp(ao->name, mainname)) {
+			if (!strcmp(ao->name, "verify.json")) {
+				/* the verify figures travel in the manifest too */
+				json_error_t je;
+				json_t *v = json_load_file(src, 0, &je);
+				if (!v)
+					ret = error("release '%s': %s: %s (line %d)", r->name, src, je.text, je.line);
+				else
+					json_object_set_new(mo, "verify", v);
+			}
+			if (ret == 0 && !strcmp(ao->name, mainname)) {
 				json_object_set_new(mo, "file", json_string(ename));
 				json_object_set_new(mo, "built_xxh3_128", json_string(hash_hex(ao->h, hex)));
 				ret = model_describe_stamp(src, props, mo, e);

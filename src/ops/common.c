@@ -167,3 +167,17 @@ int infer_same_as_input(InferCtx *c, size_t out, size_t in)
 		d->dims[i] = s->dims[i];
 	return 0;
 }
+
+int infer_need(InferCtx *c, size_t i)
+{
+	if (i >= c->nin || !c->in[i])
+		return op_error(c->node, "missing input %zu", i);
+	return 0;
+}
+
+int run_need(RunCtx *c, size_t i)
+{
+	if (i >= c->nin || !c->in[i])
+		return op_error(c->node, "missing input %zu", i);
+	return 0;
+}

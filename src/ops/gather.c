@@ -12,20 +12,6 @@
 #include "ops/shapeutil.h"
 #include "util.h"
 
-static int need(InferCtx *c, size_t i)
-{
-	if (i >= c->nin || !c->in[i])
-		return op_error(c->node, "missing input %zu", i);
-	return 0;
-}
-
-static int rneed(RunCtx *c, size_t i)
-{
-	if (i >= c->nin || !c->in[i])
-		return op_error(c->node, "missing input %zu", i);
-	return 0;
-}
-
 static int check_index_type(const Onnx__NodeProto *n, const Tensor *t)
 {
 	if (t->dtype != DT_INT64 && t->dtype != DT_INT32)
@@ -49,7 +35,7 @@ static int get_index(const Onnx__NodeProto *n, const Tensor *t, int64_t i, int64
 
 static int gather_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0 || need(c, 1) < 0)
+	if (infer_need(c, 0) < 0 || infer_need(c, 1) < 0)
 		return -1;
 	const ValueType *x = c->in[0], *ind = c->in[1];
 	ValueType *y = c->out[0];
@@ -102,7 +88,7 @@ static int gather_infer(InferCtx *c)
 
 static int gather_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0 || rneed(c, 1) < 0)
+	if (run_need(c, 0) < 0 || run_need(c, 1) < 0)
 		return -1;
 	const Tensor *x = c->in[0], *ind = c->in[1];
 	int64_t axis, a, dims[QM_MAX_RANK];
@@ -146,7 +132,7 @@ OPERATOR(ai_onnx, Gather, 1, gather_infer, gather_run)
 
 static int gather_elements_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0 || need(c, 1) < 0)
+	if (infer_need(c, 0) < 0 || infer_need(c, 1) < 0)
 		return -1;
 	const ValueType *x = c->in[0], *ind = c->in[1];
 	if (x->rank >= 0 && ind->rank >= 0 && x->rank != ind->rank)
@@ -160,7 +146,7 @@ static int gather_elements_infer(InferCtx *c)
 
 static int gather_elements_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0 || rneed(c, 1) < 0)
+	if (run_need(c, 0) < 0 || run_need(c, 1) < 0)
 		return -1;
 	const Tensor *x = c->in[0], *ind = c->in[1];
 	int64_t axis, a, xs[QM_MAX_RANK], idx[QM_MAX_RANK] = {0};
@@ -202,7 +188,7 @@ OPERATOR(ai_onnx, GatherElements, 11, gather_elements_infer, gather_elements_run
 
 static int gather_nd_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0 || need(c, 1) < 0)
+	if (infer_need(c, 0) < 0 || infer_need(c, 1) < 0)
 		return -1;
 	const ValueType *x = c->in[0], *ind = c->in[1];
 	ValueType *y = c->out[0];
@@ -231,7 +217,7 @@ static int gather_nd_infer(InferCtx *c)
 
 static int gather_nd_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0 || rneed(c, 1) < 0)
+	if (run_need(c, 0) < 0 || run_need(c, 1) < 0)
 		return -1;
 	const Tensor *x = c->in[0], *ind = c->in[1];
 	int64_t b, dims[QM_MAX_RANK], xs[QM_MAX_RANK];
@@ -342,7 +328,7 @@ static int scatter_type(RunCtx *c, int red, int dt, size_t *es)
 static int scatter_elements_run(RunCtx *c)
 {
 	for (size_t i = 0; i < 3; i++)
-		if (rneed(c, i) < 0)
+		if (run_need(c, i) < 0)
 			return -1;
 	const Tensor *x = c->in[0], *ind = c->in[1], *u = c->in[2];
 	int64_t axis, a, xs[QM_MAX_RANK], idx[QM_MAX_RANK] = {0};
@@ -387,7 +373,7 @@ static int scatter_elements_run(RunCtx *c)
 static int scatter_infer(InferCtx *c)
 {
 	for (size_t i = 0; i < 3; i++)
-		if (need(c, i) < 0)
+		if (infer_need(c, i) < 0)
 			return -1;
 	return infer_same_as_input(c, 0, 0);
 }
@@ -398,7 +384,7 @@ OPERATOR(ai_onnx, ScatterElements, 11, scatter_infer, scatter_elements_run)
 static int scatter_nd_run(RunCtx *c)
 {
 	for (size_t i = 0; i < 3; i++)
-		if (rneed(c, i) < 0)
+		if (run_need(c, i) < 0)
 			return -1;
 	const Tensor *x = c->in[0], *ind = c->in[1], *u = c->in[2];
 	int64_t xs[QM_MAX_RANK];
@@ -454,7 +440,7 @@ OPERATOR(ai_onnx, ScatterND, 11, scatter_infer, scatter_nd_run)
 
 static int compress_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0 || need(c, 1) < 0)
+	if (infer_need(c, 0) < 0 || infer_need(c, 1) < 0)
 		return -1;
 	const ValueType *x = c->in[0], *cond = c->in[1];
 	ValueType *y = c->out[0];
@@ -487,7 +473,7 @@ static int compress_infer(InferCtx *c)
 
 static int compress_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0 || rneed(c, 1) < 0)
+	if (run_need(c, 0) < 0 || run_need(c, 1) < 0)
 		return -1;
 	const Tensor *x = c->in[0], *cond = c->in[1];
 	int64_t axis, a, dims[QM_MAX_RANK];
@@ -543,7 +529,7 @@ OPERATOR(ai_onnx, Compress, 9, compress_infer, compress_run)
 static int onehot_infer(InferCtx *c)
 {
 	for (size_t i = 0; i < 3; i++)
-		if (need(c, i) < 0)
+		if (infer_need(c, i) < 0)
 			return -1;
 	const ValueType *ind = c->in[0], *depth = c->in[1], *vals = c->in[2];
 	ValueType *y = c->out[0];
@@ -575,7 +561,7 @@ static int onehot_infer(InferCtx *c)
 static int onehot_run(RunCtx *c)
 {
 	for (size_t i = 0; i < 3; i++)
-		if (rneed(c, i) < 0)
+		if (run_need(c, i) < 0)
 			return -1;
 	const Tensor *ind = c->in[0], *depth = c->in[1], *vals = c->in[2];
 	int64_t axis, a, dims[QM_MAX_RANK];

@@ -12,20 +12,6 @@
 #include "ops/shapeutil.h"
 #include "util.h"
 
-static int need(InferCtx *c, size_t i)
-{
-	if (i >= c->nin || !c->in[i])
-		return op_error(c->node, "missing input %zu", i);
-	return 0;
-}
-
-static int rneed(RunCtx *c, size_t i)
-{
-	if (i >= c->nin || !c->in[i])
-		return op_error(c->node, "missing input %zu", i);
-	return 0;
-}
-
 /* A sort key: one element read exactly. */
 typedef struct Key {
 	double f;
@@ -73,7 +59,7 @@ static int topk_k_infer(InferCtx *c, int64_t *k)
 	*k = -1;
 	if (c->opset < 10)
 		return attr_int(c->node, "k", -1, k);
-	if (need(c, 1) < 0)
+	if (infer_need(c, 1) < 0)
 		return -1;
 	const Tensor *t = c->in[1]->value;
 	if (t && t->numel == 1)
@@ -83,7 +69,7 @@ static int topk_k_infer(InferCtx *c, int64_t *k)
 
 static int topk_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	int64_t axis, a, k;
@@ -108,7 +94,7 @@ static int topk_infer(InferCtx *c)
 
 static int topk_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	int64_t axis, a, k, largest = 1, dims[QM_MAX_RANK];
@@ -120,7 +106,7 @@ static int topk_run(RunCtx *c)
 		if (attr_int(c->node, "k", -1, &k) < 0)
 			return -1;
 	} else {
-		if (rneed(c, 1) < 0)
+		if (run_need(c, 1) < 0)
 			return -1;
 		if (c->in[1]->numel != 1 || (c->in[1]->dtype != DT_INT64 && c->in[1]->dtype != DT_INT32))
 			return op_error(c->node, "k must be a single int64");
@@ -174,7 +160,7 @@ OPERATOR(ai_onnx, TopK, 1, topk_infer, topk_run)
 
 static int nonzero_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	ValueType *y = c->out[0];
@@ -194,7 +180,7 @@ static int is_nonzero(int dt, const void *base, int64_t i)
 
 static int nonzero_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	if (!dt_numeric(x->dtype))
@@ -230,7 +216,7 @@ OPERATOR(ai_onnx, NonZero, 9, nonzero_infer, nonzero_run)
 
 static int trilu_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	if (c->in[0]->rank >= 0 && c->in[0]->rank < 2)
 		return op_error(c->node, "input must have rank >= 2, has %d", c->in[0]->rank);
@@ -239,7 +225,7 @@ static int trilu_infer(InferCtx *c)
 
 static int trilu_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	int64_t upper, k = 0;
@@ -289,7 +275,7 @@ static int revseq_axes(const Onnx__NodeProto *n, int64_t *bax, int64_t *tax)
 static int revseq_infer(InferCtx *c)
 {
 	int64_t b, t;
-	if (need(c, 0) < 0 || need(c, 1) < 0 || revseq_axes(c->node, &b, &t) < 0)
+	if (infer_need(c, 0) < 0 || infer_need(c, 1) < 0 || revseq_axes(c->node, &b, &t) < 0)
 		return -1;
 	if (c->in[0]->rank >= 0 && c->in[0]->rank < 2)
 		return op_error(c->node, "input must have rank >= 2, has %d", c->in[0]->rank);
@@ -298,7 +284,7 @@ static int revseq_infer(InferCtx *c)
 
 static int revseq_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0 || rneed(c, 1) < 0)
+	if (run_need(c, 0) < 0 || run_need(c, 1) < 0)
 		return -1;
 	const Tensor *x = c->in[0], *sl = c->in[1];
 	int64_t bax, tax, xs[QM_MAX_RANK], idx[QM_MAX_RANK] = {0};
@@ -374,7 +360,7 @@ static int cmp_first(const void *x, const void *y, void *ud)
 
 static int unique_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	int has_axis = node_attr(c->node, "axis") != NULL;
@@ -406,7 +392,7 @@ static int unique_infer(InferCtx *c)
 
 static int unique_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	int has_axis = node_attr(c->node, "axis") != NULL;
@@ -509,7 +495,7 @@ OPERATOR(ai_onnx, Unique, 11, unique_infer, unique_run)
 
 static int nms_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0 || need(c, 1) < 0)
+	if (infer_need(c, 0) < 0 || infer_need(c, 1) < 0)
 		return -1;
 	vt_set_tensor(c->out[0], DT_INT64, 2);
 	c->out[0]->dims[0] = infer_fresh_dim(c);
@@ -557,7 +543,7 @@ static int nms_suppress(const Tensor *b, int64_t i, int64_t j, int center, doubl
 
 static int nms_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0 || rneed(c, 1) < 0)
+	if (run_need(c, 0) < 0 || run_need(c, 1) < 0)
 		return -1;
 	const Tensor *boxes = c->in[0], *scores = c->in[1];
 	const Tensor *tmax = c->nin > 2 ? c->in[2] : NULL, *tiou = c->nin > 3 ? c->in[3] : NULL;

@@ -12,13 +12,6 @@
 #include "ops/shapeutil.h"
 #include "util.h"
 
-static int need(InferCtx *c, size_t i)
-{
-	if (i >= c->nin || !c->in[i])
-		return op_error(c->node, "missing input %zu", i);
-	return 0;
-}
-
 /* t becomes a container (sequence/optional) of a copy of inner */
 static int vt_wrap(ValueType *t, int kind, const ValueType *inner)
 {
@@ -44,7 +37,7 @@ static int vt_wrap(ValueType *t, int kind, const ValueType *inner)
 
 static int want_seq(InferCtx *c, size_t i)
 {
-	if (need(c, i) < 0)
+	if (infer_need(c, i) < 0)
 		return -1;
 	if (c->in[i]->kind != VT_SEQUENCE && c->in[i]->kind != VT_UNKNOWN)
 		return op_error(c->node, "input %zu must be a sequence", i);
@@ -109,7 +102,7 @@ static int seq_construct_infer(InferCtx *c)
 		return op_error(c->node, "at least one input is required");
 	ValueType u = {.rank = -1};
 	for (size_t i = 0; i < c->nin; i++) {
-		if (need(c, i) < 0) {
+		if (infer_need(c, i) < 0) {
 			vt_clear(&u);
 			return -1;
 		}
@@ -131,7 +124,7 @@ static int seq_construct_infer(InferCtx *c)
 
 static int seq_insert_infer(InferCtx *c)
 {
-	if (want_seq(c, 0) < 0 || need(c, 1) < 0)
+	if (want_seq(c, 0) < 0 || infer_need(c, 1) < 0)
 		return -1;
 	const ValueType *s = c->in[0], *t = c->in[1];
 	int64_t n = vt_seq_len(s);
@@ -153,7 +146,7 @@ static int seq_insert_infer(InferCtx *c)
 
 static int seq_at_infer(InferCtx *c)
 {
-	if (want_seq(c, 0) < 0 || need(c, 1) < 0)
+	if (want_seq(c, 0) < 0 || infer_need(c, 1) < 0)
 		return -1;
 	const ValueType *s = c->in[0];
 	if (!s->inner)
@@ -232,7 +225,7 @@ static int concat_from_seq_infer(InferCtx *c)
 
 static int split_to_seq_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	const ValueType *sp = c->nin > 1 ? c->in[1] : NULL;
@@ -294,7 +287,7 @@ static int seq_map_infer(InferCtx *c)
 	int ret = -1;
 	for (size_t i = 0; i < c->nin; i++) {
 		bin[i].rank = -1;
-		if (need(c, i) < 0)
+		if (infer_need(c, i) < 0)
 			goto out;
 		const ValueType *t = c->in[i];
 		if (t->kind == VT_SEQUENCE) {
@@ -362,7 +355,7 @@ static int optional_has_infer(InferCtx *c)
 
 static int optional_get_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *t = c->in[0];
 	if (t->kind == VT_OPTIONAL) {

@@ -80,6 +80,8 @@ int dim_eq(Dim a, Dim b);                               /* same known value or s
 int broadcast_dims(const Onnx__NodeProto *n, const ValueType *a, const ValueType *b, ValueType *out);
 /* normalize a possibly negative axis against rank; -1 with op_error if out of range */
 int norm_axis(const Onnx__NodeProto *n, int64_t axis, int rank, int64_t *out);
+/* 0 when input i is present, else -1 with op_error "missing input i" */
+int infer_need(InferCtx *c, size_t i);
 /* output i is a tensor with input j's elem type and shape (unary ops) */
 int infer_same_as_input(InferCtx *c, size_t out, size_t in);
 
@@ -100,6 +102,8 @@ typedef struct RunCtx {
 /* Allocate output i with the given type and shape. Contents are
  * unspecified: the kernel writes every element. */
 int op_output(RunCtx *c, size_t i, int dtype, int rank, const int64_t *dims);
+/* 0 when input i is present, else -1 with op_error "missing input i" */
+int run_need(RunCtx *c, size_t i);
 /* Run a subgraph (If/Loop/Scan body) on the given inputs with the outer
  * scope visible; outputs are allocated by the callee (caller tensor_free()s). */
 int run_subgraph(RunCtx *c, const Onnx__GraphProto *g, size_t nin,

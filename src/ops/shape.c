@@ -17,20 +17,6 @@
 #include "ops/shapeutil.h"
 #include "util.h"
 
-static int need(InferCtx *c, size_t i)
-{
-	if (i >= c->nin || !c->in[i])
-		return op_error(c->node, "missing input %zu", i);
-	return 0;
-}
-
-static int rneed(RunCtx *c, size_t i)
-{
-	if (i >= c->nin || !c->in[i])
-		return op_error(c->node, "missing input %zu", i);
-	return 0;
-}
-
 /* copy input symval to output when the output is 0-D/1-D shape data */
 static void pass_symval(InferCtx *c, const ValueType *in, ValueType *out)
 {
@@ -78,7 +64,7 @@ static int shape_bounds(const Onnx__NodeProto *n, int rank, int64_t *start, int6
 
 static int shape_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	ValueType *y = c->out[0];
@@ -102,7 +88,7 @@ static int shape_infer(InferCtx *c)
 
 static int shape_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	int64_t s, e;
@@ -122,7 +108,7 @@ OPERATOR(ai_onnx, Shape, 1, shape_infer, shape_run)
 
 static int size_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	ValueType *y = c->out[0];
@@ -137,7 +123,7 @@ static int size_infer(InferCtx *c)
 
 static int size_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0 || op_output(c, 0, DT_INT64, 0, NULL) < 0)
+	if (run_need(c, 0) < 0 || op_output(c, 0, DT_INT64, 0, NULL) < 0)
 		return -1;
 	memcpy(c->out[0]->data, &c->in[0]->numel, 8);
 	return 0;
@@ -204,7 +190,7 @@ static Dim reshape_solve(const ValueType *x, const Dim *out, int n, int neg)
 
 static int reshape_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	ValueType *y = c->out[0];
@@ -225,7 +211,7 @@ static int reshape_infer(InferCtx *c)
 		for (size_t i = 0; i < len; i++)
 			sh[i] = dim_known(v[i]);
 	} else {
-		if (need(c, 1) < 0)
+		if (infer_need(c, 1) < 0)
 			return -1;
 		sh = vt_get_symval(c->in[1], &n);
 		if (!sh) {
@@ -294,7 +280,7 @@ static int reshape_infer(InferCtx *c)
 
 static int reshape_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	int64_t allowzero = 0, *sh = NULL, n;
@@ -312,7 +298,7 @@ static int reshape_run(RunCtx *c)
 		if (len)
 			memcpy(sh, v, sizeof *sh * len);
 	} else {
-		if (rneed(c, 1) < 0 || op_tensor_ints(c->node, c->in[1], "shape", &sh, &n) < 0)
+		if (run_need(c, 1) < 0 || op_tensor_ints(c->node, c->in[1], "shape", &sh, &n) < 0)
 			return -1;
 	}
 	int64_t dims[QM_MAX_RANK];
@@ -387,7 +373,7 @@ static int flatten_axis(const Onnx__NodeProto *n, int rank, int64_t *axis)
 
 static int flatten_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	ValueType *y = c->out[0];
@@ -404,7 +390,7 @@ static int flatten_infer(InferCtx *c)
 
 static int flatten_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	int64_t a, d[2];
@@ -419,17 +405,19 @@ OPERATOR(ai_onnx, Flatten, 1, flatten_infer, flatten_run)
 
 /* ---- Squeeze / Unsqueeze ---- */
 
-/* axes from the attribute (opset < 13) or input 1; *known = 0 when the
- * input's value is not known (inference) */
-static int axes_from_infer(InferCtx *c, int64_t **axes, int64_t *n, int *known)
+/* Squeeze/Unsqueeze axes: the attribute before opset 13, else input 1.
+ * given says whether input 1 is present; t is its value (NULL when given
+ * but unknown during inference, which sets *known = 0). */
+static int read_axes(const Onnx__NodeProto *node, int64_t opset, int given, const Tensor *t,
+		     int64_t **axes, int64_t *n, int *known)
 {
 	*axes = NULL;
 	*n = 0;
 	*known = 1;
-	if (c->opset < 13) {
+	if (opset < 13) {
 		const int64_t *v;
 		size_t len;
-		if (attr_ints(c->node, "axes", &v, &len) < 0)
+		if (attr_ints(node, "axes", &v, &len) < 0)
 			return -1;
 		if (v) {
 			*axes = xmalloc(sizeof **axes * len);
@@ -438,35 +426,25 @@ static int axes_from_infer(InferCtx *c, int64_t **axes, int64_t *n, int *known)
 		}
 		return 0;
 	}
-	if (c->nin < 2 || !c->in[1])
+	if (!given)
 		return 0;
-	const Tensor *t = c->in[1]->value;
 	if (!t) {
 		*known = 0;
 		return 0;
 	}
-	return op_tensor_ints(c->node, t, "axes", axes, n);
+	return op_tensor_ints(node, t, "axes", axes, n);
+}
+
+static int axes_from_infer(InferCtx *c, int64_t **axes, int64_t *n, int *known)
+{
+	int given = c->nin >= 2 && c->in[1];
+	return read_axes(c->node, c->opset, given, given ? c->in[1]->value : NULL, axes, n, known);
 }
 
 static int axes_from_run(RunCtx *c, int64_t **axes, int64_t *n)
 {
-	*axes = NULL;
-	*n = 0;
-	if (c->opset < 13) {
-		const int64_t *v;
-		size_t len;
-		if (attr_ints(c->node, "axes", &v, &len) < 0)
-			return -1;
-		if (v) {
-			*axes = xmalloc(sizeof **axes * len);
-			memcpy(*axes, v, sizeof **axes * len);
-			*n = (int64_t)len;
-		}
-		return 0;
-	}
-	if (c->nin < 2 || !c->in[1])
-		return 0;
-	return op_tensor_ints(c->node, c->in[1], "axes", axes, n);
+	int given = c->nin >= 2 && c->in[1], known;
+	return read_axes(c->node, c->opset, given, given ? c->in[1] : NULL, axes, n, &known);
 }
 
 /* mark[] = 1 at normalized axes; -1 on a bad or repeated axis */
@@ -486,7 +464,7 @@ static int mark_axes(const Onnx__NodeProto *n, const int64_t *axes, int64_t na, 
 
 static int squeeze_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	ValueType *y = c->out[0];
@@ -533,7 +511,7 @@ static int squeeze_infer(InferCtx *c)
 
 static int squeeze_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	int64_t *axes, na, dims[QM_MAX_RANK];
@@ -564,7 +542,7 @@ OPERATOR(ai_onnx, Squeeze, 1, squeeze_infer, squeeze_run)
 
 static int unsqueeze_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	ValueType *y = c->out[0];
@@ -606,7 +584,7 @@ static int unsqueeze_infer(InferCtx *c)
 
 static int unsqueeze_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	int64_t *axes, na, dims[QM_MAX_RANK];
@@ -636,7 +614,7 @@ OPERATOR(ai_onnx, Unsqueeze, 1, unsqueeze_infer, unsqueeze_run)
 
 static int expand_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0 || need(c, 1) < 0)
+	if (infer_need(c, 0) < 0 || infer_need(c, 1) < 0)
 		return -1;
 	const ValueType *x = c->in[0], *s = c->in[1];
 	ValueType *y = c->out[0];
@@ -670,7 +648,7 @@ static int expand_infer(InferCtx *c)
 
 static int expand_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0 || rneed(c, 1) < 0)
+	if (run_need(c, 0) < 0 || run_need(c, 1) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	int64_t *sh, n, dims[QM_MAX_RANK];
@@ -701,7 +679,7 @@ OPERATOR(ai_onnx, Expand, 8, expand_infer, expand_run)
 
 static int tile_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0 || need(c, 1) < 0)
+	if (infer_need(c, 0) < 0 || infer_need(c, 1) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	ValueType *y = c->out[0];
@@ -736,7 +714,7 @@ static int tile_infer(InferCtx *c)
 
 static int tile_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0 || rneed(c, 1) < 0)
+	if (run_need(c, 0) < 0 || run_need(c, 1) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	int64_t *rep, n, dims[QM_MAX_RANK];
@@ -819,7 +797,7 @@ static int transpose_perm(const Onnx__NodeProto *n, int rank, int64_t *perm)
 
 static int transpose_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	ValueType *y = c->out[0];
@@ -889,7 +867,7 @@ static void strided_copy(char *dst, const char *src, size_t es, int r, const int
 
 static int transpose_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	int64_t perm[QM_MAX_RANK], dims[QM_MAX_RANK], xs[QM_MAX_RANK], st[QM_MAX_RANK];
@@ -1125,7 +1103,7 @@ static int split_attr(const Onnx__NodeProto *n, int64_t opset, int64_t **split, 
 
 static int split_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	int64_t axis, *split = NULL, n = 0;
@@ -1174,7 +1152,7 @@ static int split_infer(InferCtx *c)
 
 static int split_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	int64_t axis, *split = NULL, n = 0, a;
@@ -1322,7 +1300,7 @@ static int slice_check(const Onnx__NodeProto *node, SliceArgs *s, int64_t nends,
 
 static int slice_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	ValueType *y = c->out[0];
@@ -1418,7 +1396,7 @@ fail:
 
 static int slice_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	SliceArgs s = {0};
@@ -1480,14 +1458,14 @@ OPERATOR(ai_onnx, Slice, 1, slice_infer, slice_run)
 
 static int identity_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	return vt_copy(c->out[0], c->in[0]);
 }
 
 static int identity_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	return copy_reshaped(c, x, x->rank, x->dims);
@@ -1744,7 +1722,7 @@ static int cos_value(const Onnx__NodeProto *n, int64_t opset, Tensor *v)
 
 static int cos_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const Onnx__TensorProto *p;
 	if (attr_tensor(c->node, "value", &p) < 0)
@@ -1779,7 +1757,7 @@ static int cos_infer(InferCtx *c)
 
 static int cos_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	int64_t *sh, n;
 	Tensor v;
@@ -1832,7 +1810,7 @@ static int range_count(const Onnx__NodeProto *n, int dt, double start, double li
 static int range_infer(InferCtx *c)
 {
 	for (size_t i = 0; i < 3; i++)
-		if (need(c, i) < 0)
+		if (infer_need(c, i) < 0)
 			return -1;
 	ValueType *y = c->out[0];
 	vt_set_tensor(y, c->in[0]->elem, 1);
@@ -1857,7 +1835,7 @@ static int range_infer(InferCtx *c)
 static int range_run(RunCtx *c)
 {
 	for (size_t i = 0; i < 3; i++)
-		if (rneed(c, i) < 0)
+		if (run_need(c, i) < 0)
 			return -1;
 	const Tensor *s = c->in[0], *l = c->in[1], *d = c->in[2];
 	int dt = s->dtype;
@@ -1908,7 +1886,7 @@ static int eyelike_type(const Onnx__NodeProto *n, int in, int *dt)
 
 static int eyelike_infer(InferCtx *c)
 {
-	if (need(c, 0) < 0)
+	if (infer_need(c, 0) < 0)
 		return -1;
 	const ValueType *x = c->in[0];
 	int dt;
@@ -1926,7 +1904,7 @@ static int eyelike_infer(InferCtx *c)
 
 static int eyelike_run(RunCtx *c)
 {
-	if (rneed(c, 0) < 0)
+	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
 	int dt;

@@ -425,6 +425,17 @@ static int record_valid(Build *b, const ActionRec *r, char **why, int check_obje
 	return 1;
 }
 
+/* ---- GNU make jobserver (client side) ----
+ * Under `make -jN`, MAKEFLAGS carries --jobserver-auth=R,W: every job beyond
+ * our first needs a token read from R, written back when the job ends. R is
+ * reopened through /proc so that our non-blocking reads do not change the
+ * pipe's flags for make and its other children. */
+static struct {
+	int r, w;
+	char held[1024];
+	size_t nheld;
+} js = {-1, -1, {0}, 0};
+
 /* ---- running one action (in the child) ---- */
 
 static int list_outputs(const char *dir, const char *rel, PtrVec *names)
@@ -478,6 +489,29 @@ static int fetch_outputs(Build *b, const Action *src, const char *dir, char **fi
 	return 0;
 }
 
+/* Threads an action may use inside itself (the interpreter in calibrate and
+ * verify): the -j budget shared among the models that still have work, so
+ * one model built with -j4 calibrates on 4 threads and ten models on 1 each.
+ * Under a make jobserver the budget is not ours to split: 1. */
+static int action_threads(const Build *b)
+{
+	if (b->o->jobserver && js.r >= 0)
+		return 1;
+	size_t models = 0;
+	for (size_t i = 0; i < b->nacts; i++) {
+		const Action *x = b->acts[i];
+		if (!x->needed || (x->state != A_PENDING && x->state != A_RUNNING))
+			continue;
+		size_t j = 0;
+		while (j < i && !(b->acts[j]->model == x->model && b->acts[j]->needed &&
+				  (b->acts[j]->state == A_PENDING || b->acts[j]->state == A_RUNNING)))
+			j++;
+		models += j == i;
+	}
+	int t = models ? b->o->jobs / (int)models : b->o->jobs;
+	return t < 1 ? 1 : t;
+}
+
 static _Noreturn void child_main(Build *b, Action *a)
 {
 	double t0 = now_sec();
@@ -523,6 +557,7 @@ static _Noreturn void child_main(Build *b, Action *a)
 		.output = output,
 		.deps = &deps,
 		.log = stderr,
+		.threads = action_threads(b),
 	};
 	if (a->stage->run(&ctx) < 0) {
 		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
@@ -827,15 +862,8 @@ static int materialize(Build *b)
 }
 
 /* ---- GNU make jobserver (client side) ----
- * Under `make -jN`, MAKEFLAGS carries --jobserver-auth=R,W: every job beyond
- * our first needs a token read from R, written back when the job ends. R is
- * reopened through /proc so that our non-blocking reads do not change the
- * pipe's flags for make and its other children. */
-static struct {
-	int r, w;
-	char held[1024];
-	size_t nheld;
-} js = {-1, -1, {0}, 0};
+ * The jobserver state (js) is declared before the action runner, which
+ * reads it; its functions are here. */
 
 int jobserver_open(void)
 {

@@ -221,3 +221,16 @@ void quant_report_free(QuantReport *rep)
 	sb_release(&rep->nodes);
 	sb_release(&rep->tensors);
 }
+
+int quant_model(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep)
+{
+	switch (o->mode) {
+	case QMODE_DYNAMIC:
+		return quant_dynamic(m, o, rep);
+	case QMODE_FP16:
+		return quant_fp16(m, o, rep);
+	default:
+		return o->format == QFMT_QOPERATOR ? quant_static_qoperator(m, stats, o, rep)
+						    : quant_static_qdq(m, stats, o, rep);
+	}
+}

@@ -26,14 +26,22 @@
 #include "quant/calib.h"
 #include "util.h"
 
+enum { QMODE_STATIC, QMODE_DYNAMIC, QMODE_FP16 };
+enum { QFMT_QDQ, QFMT_QOPERATOR };
+
 typedef struct QuantOpts {
+	int mode;                /* QMODE_* */
+	int format;              /* QFMT_* (static, dynamic) */
 	int weight_type;         /* DT_INT8 or DT_UINT8 */
-	int act_type;            /* DT_UINT8 or DT_INT8 (static) */
+	int act_type;            /* DT_UINT8, DT_INT8, DT_UINT16, DT_INT16 (static; 16-bit in QDQ only) */
 	int act_symmetric;       /* symmetric activation ranges (static) */
 	int per_channel;
 	int reduce_range;
 	int method;              /* CALIB_* (static) */
 	double percentile;       /* for CALIB_PERCENTILE */
+	int bins;                /* histogram bins for percentile/entropy; 0: the statistics' own */
+	int target_gpu;          /* quantize.target = gpu */
+	int keep_io_types;       /* fp16: graph inputs and outputs stay float32 */
 	/* op types to quantize (none: every supported one), op types and node
 	 * names to leave in float; strings borrowed */
 	PtrVec ops, exclude_ops, exclude_nodes;
@@ -51,7 +59,12 @@ extern const char *const quant_static_ops[];
 extern const char *const quant_dynamic_ops[];
 
 int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep);
+int quant_static_qoperator(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep);
 int quant_dynamic(Model *m, const QuantOpts *o, QuantReport *rep);
+/* float32 -> float16 (quantize = fp16), see fp16.c */
+int quant_fp16(Model *m, const QuantOpts *o, QuantReport *rep);
+/* the rewrite o asks for (stats: calibration statistics, static only) */
+int quant_model(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep);
 void quant_report_free(QuantReport *rep);
 
 #endif

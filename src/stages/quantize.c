@@ -1,25 +1,25 @@
 /* quantize.c — the quantize stage: static (QDQ, from the statistics the
  * calibrate stage wrote beside the input model) or dynamic (QOperator)
- * quantization by src/quant, plus quant.json beside the model: sizes, every
+ * quantization, or float16 conversion, by src/quant, plus quant.json beside the model: sizes, every
  * node quantized or skipped with the reason, scales and zero points. A model
  * that cannot be quantized is an error, never a copy of its input. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "quant/quantize.h"
 #include "rules/rules.h"
+#include "stages/quantize.h"
 #include "stages/stage.h"
 
 static const StageParam params[] = {
-	{"quantize", PARAM_ENUM, "static|dynamic", NULL, 1,
-	 "static: activations from calibration (QDQ); dynamic: weights offline, activations at run time (QOperator)"},
+	{"quantize", PARAM_ENUM, "static|dynamic|fp16", NULL, 1,
+	 "static: activations from calibration; dynamic: weights offline, activations at run time; fp16: float16 weights and computation"},
 	{"quantize.format", PARAM_ENUM, "qdq|qoperator", NULL, 1,
-	 "qdq (static's only and default format) or qoperator (dynamic's only and default format)"},
+	 "static: qdq (default) or qoperator (QLinearConv, QLinearMatMul...); dynamic: qoperator only"},
 	{"quantize.weights", PARAM_ENUM, "int8|uint8", "int8", 1,
 	 "weight type (int8 symmetric -127..127, uint8 asymmetric); ConvInteger always gets uint8"},
-	{"quantize.activations", PARAM_ENUM, "uint8|int8", "uint8", 1,
-	 "activation type of static quantization (asymmetric)"},
+	{"quantize.activations", PARAM_ENUM, "uint8|int8|uint16|int16", "uint8", 1,
+	 "activation type of static quantization (asymmetric; 16-bit in qdq only)"},
 	{"quantize.symmetric-activations", PARAM_BOOL, NULL, "false", 1,
 	 "static: symmetric activation ranges (zero point 0 for int8, 128 for uint8)"},
 	{"quantize.per-channel", PARAM_BOOL, NULL, "false", 1,
@@ -30,9 +30,15 @@ static const StageParam params[] = {
 	 "how static quantization picks activation ranges from the calibration statistics"},
 	{"quantize.percentile", PARAM_FLOAT, NULL, "99.999", 1,
 	 "quantize.method = percentile: the central percentage of values kept"},
+	{"quantize.bins", PARAM_INT, NULL, NULL, 1,
+	 "quantize.method = percentile or entropy: histogram bins (a power of two up to 2048; default 2048)"},
 	{"quantize.ops", PARAM_LIST, NULL, NULL, 1, "op types to quantize (default: every supported one)"},
-	{"quantize.exclude-ops", PARAM_LIST, NULL, NULL, 1, "op types left in float"},
-	{"quantize.exclude-nodes", PARAM_LIST, NULL, NULL, 1, "node names left in float"},
+	{"quantize.exclude-ops", PARAM_LIST, NULL, NULL, 1, "op types left in float (fp16: left in float32)"},
+	{"quantize.exclude-nodes", PARAM_LIST, NULL, NULL, 1, "node names left in float (fp16: left in float32)"},
+	{"quantize.target", PARAM_ENUM, "cpu|gpu", "cpu", 1,
+	 "where the model will run: gpu refuses formats onnxruntime's GPU providers cannot execute"},
+	{"quantize.keep-io-types", PARAM_BOOL, NULL, "false", 1,
+	 "fp16: graph inputs and outputs stay float32 (Casts at the boundary)"},
 	{NULL, 0, NULL, NULL, 0, NULL},
 };
 
@@ -56,60 +62,150 @@ static long long file_size(const char *path)
 	return stat(path, &st) == 0 ? (long long)st.st_size : -1;
 }
 
-static void free_words(PtrVec *v)
+/* the file:line of key for messages ("" when unset) */
+static char *where(const Section *sec, const char *key)
 {
-	for (size_t i = 0; i < v->n; i++)
-		free(v->v[i]);
-	pv_free(v);
+	const KV *kv = sec_find(sec, key);
+	return kv ? xasprintf("%s:%d: ", kv->file, kv->line) : xstrdup("");
+}
+
+/* error "FILE:LINE: model 'M': KEY ... " for a key the mode does not use */
+static int refuse(const Section *sec, const char *model, const char *key, const char *why)
+{
+	char *w = where(sec, key);
+	error("%smodel '%s': %s %s", w, model, key, why);
+	free(w);
+	return -1;
+}
+
+static int dtype_of(const char *v)
+{
+	return !strcmp(v, "int8") ? DT_INT8 : !strcmp(v, "uint8") ? DT_UINT8 : !strcmp(v, "int16") ? DT_INT16 : DT_UINT16;
+}
+
+int quant_opts_read(const Section *sec, const char *model, QuantOpts *o)
+{
+	memset(o, 0, sizeof *o);
+	const char *mode = sec_get(sec, "quantize");
+	if (!mode) {
+		const KV *k = NULL;
+		for (size_t i = 0; i < sec->nkv && !k; i++)
+			if (!strncmp(sec->kv[i].key, "quantize.", 9))
+				k = &sec->kv[i];
+		return error("%s:%d: model '%s' sets %s but not quantize = static | dynamic | fp16", k->file, k->line,
+			     model, k->key);
+	}
+	o->mode = !strcmp(mode, "dynamic") ? QMODE_DYNAMIC : !strcmp(mode, "fp16") ? QMODE_FP16 : QMODE_STATIC;
+	const char *fmt = sec_get(sec, "quantize.format");
+	o->format = o->mode == QMODE_DYNAMIC || (fmt && !strcmp(fmt, "qoperator")) ? QFMT_QOPERATOR : QFMT_QDQ;
+	if (o->mode == QMODE_DYNAMIC && fmt && strcmp(fmt, "qoperator"))
+		return refuse(sec, model, "quantize.format", "= qdq is not available for quantize = dynamic: use qoperator");
+	static const char *const static_only[] = {"quantize.calibration", "quantize.activations", "quantize.method",
+						  "quantize.percentile", "quantize.bins",
+						  "quantize.symmetric-activations", NULL};
+	static const char *const int_only[] = {"quantize.format", "quantize.weights", "quantize.per-channel",
+					       "quantize.reduce-range", NULL};
+	for (size_t i = 0; o->mode != QMODE_STATIC && static_only[i]; i++)
+		if (sec_get(sec, static_only[i]))
+			return refuse(sec, model, static_only[i], "is only used by quantize = static");
+	for (size_t i = 0; o->mode == QMODE_FP16 && int_only[i]; i++)
+		if (sec_get(sec, int_only[i]))
+			return refuse(sec, model, int_only[i], "is not used by quantize = fp16");
+	if (o->mode != QMODE_FP16 && sec_get(sec, "quantize.keep-io-types"))
+		return refuse(sec, model, "quantize.keep-io-types", "is only used by quantize = fp16");
+	const char *meth = stage_param_value(sec, "quantize.method");
+	o->weight_type = dtype_of(stage_param_value(sec, "quantize.weights"));
+	o->act_type = dtype_of(stage_param_value(sec, "quantize.activations"));
+	o->act_symmetric = is_true(stage_param_value(sec, "quantize.symmetric-activations"));
+	o->per_channel = is_true(stage_param_value(sec, "quantize.per-channel"));
+	o->reduce_range = is_true(stage_param_value(sec, "quantize.reduce-range"));
+	o->method = !strcmp(meth, "percentile") ? CALIB_PERCENTILE : !strcmp(meth, "entropy") ? CALIB_ENTROPY : CALIB_MINMAX;
+	o->percentile = strtod(stage_param_value(sec, "quantize.percentile"), NULL);
+	const char *bins = sec_get(sec, "quantize.bins");
+	o->bins = bins ? atoi(bins) : 0;
+	o->target_gpu = !strcmp(stage_param_value(sec, "quantize.target"), "gpu");
+	o->keep_io_types = is_true(stage_param_value(sec, "quantize.keep-io-types"));
+	if (o->method != CALIB_PERCENTILE && sec_get(sec, "quantize.percentile"))
+		return refuse(sec, model, "quantize.percentile", "is only used by quantize.method = percentile");
+	if (o->method == CALIB_PERCENTILE && !(o->percentile > 0 && o->percentile <= 100))
+		return refuse(sec, model, "quantize.percentile", "is not valid: expected a number in (0, 100]");
+	if (o->method == CALIB_MINMAX && bins)
+		return refuse(sec, model, "quantize.bins", "is only used by quantize.method = percentile or entropy");
+	if (bins && (o->bins < 2 || o->bins > CALIB_BINS || (o->bins & (o->bins - 1))))
+		return refuse(sec, model, "quantize.bins", "is not valid: expected a power of two from 2 to 2048");
+	if ((o->act_type == DT_INT16 || o->act_type == DT_UINT16) && o->format == QFMT_QOPERATOR)
+		return refuse(sec, model, "quantize.activations",
+			      "= int16/uint16 needs quantize.format = qdq (QOperator kernels are 8-bit only)");
+	if (o->target_gpu && o->mode == QMODE_DYNAMIC)
+		return refuse(sec, model, "quantize.target",
+			      "= gpu cannot run quantize = dynamic: onnxruntime has no GPU kernels for "
+			      "DynamicQuantizeLinear, MatMulInteger and ConvInteger; use quantize = fp16 or quantize = static (qdq)");
+	if (o->target_gpu && o->format == QFMT_QOPERATOR)
+		return refuse(sec, model, "quantize.target",
+			      "= gpu cannot run quantize.format = qoperator: onnxruntime's GPU providers have no "
+			      "QLinearConv/QLinearMatMul kernels; use quantize.format = qdq or quantize = fp16");
+	split_words(sec_get(sec, "quantize.ops"), &o->ops);
+	split_words(sec_get(sec, "quantize.exclude-ops"), &o->exclude_ops);
+	split_words(sec_get(sec, "quantize.exclude-nodes"), &o->exclude_nodes);
+	return 0;
+}
+
+void quant_opts_free(QuantOpts *o)
+{
+	pv_free_all(&o->ops);
+	pv_free_all(&o->exclude_ops);
+	pv_free_all(&o->exclude_nodes);
+}
+
+static const char *dtype_word(int t)
+{
+	return t == DT_INT8 ? "int8" : t == DT_UINT8 ? "uint8" : t == DT_INT16 ? "int16" : "uint16";
+}
+
+void quant_json(StrBuf *sb, const char *model, const QuantOpts *o, const CalibStats *stats,
+		const QuantReport *rep, const char *input, const char *output)
+{
+	static const char *const modes[] = {"static", "dynamic", "fp16"};
+	static const char *const methods[] = {"minmax", "percentile", "entropy"};
+	sb_puts(sb, "{\n  \"model\": ");
+	sb_json_str(sb, model);
+	sb_printf(sb, ",\n  \"mode\": \"%s\"", modes[o->mode]);
+	if (o->mode != QMODE_FP16)
+		sb_printf(sb, ",\n  \"format\": \"%s\",\n  \"weights\": \"%s\"",
+			  o->format == QFMT_QOPERATOR ? "qoperator" : "qdq", dtype_word(o->weight_type));
+	if (o->mode == QMODE_STATIC) {
+		sb_printf(sb, ",\n  \"activations\": \"%s\",\n  \"symmetric_activations\": %s,\n  \"method\": \"%s\"",
+			  dtype_word(o->act_type), o->act_symmetric ? "true" : "false", methods[o->method]);
+		if (o->method == CALIB_PERCENTILE)
+			sb_printf(sb, ",\n  \"percentile\": %.17g", o->percentile);
+		if (o->method != CALIB_MINMAX)
+			sb_printf(sb, ",\n  \"bins\": %d", o->bins ? o->bins : CALIB_BINS);
+		if (stats)
+			sb_printf(sb, ",\n  \"calibration_samples\": %llu", (unsigned long long)stats->nsamples);
+	}
+	if (o->mode != QMODE_FP16)
+		sb_printf(sb, ",\n  \"per_channel\": %s,\n  \"reduce_range\": %s", o->per_channel ? "true" : "false",
+			  o->reduce_range ? "true" : "false");
+	else
+		sb_printf(sb, ",\n  \"keep_io_types\": %s", o->keep_io_types ? "true" : "false");
+	sb_printf(sb, ",\n  \"target\": \"%s\"", o->target_gpu ? "gpu" : "cpu");
+	sb_printf(sb, ",\n  \"size_before\": %lld,\n  \"size_after\": %lld", file_size(input), file_size(output));
+	sb_printf(sb, ",\n  \"nodes_quantized\": %zu,\n  \"nodes_folded\": %zu,\n  \"nodes_skipped\": %zu",
+		  rep->nquantized, rep->nfolded, rep->nskipped);
+	sb_printf(sb, ",\n  \"nodes\": [\n    %s\n  ]", rep->nodes.len ? rep->nodes.buf : "");
+	sb_printf(sb, ",\n  \"tensors\": {\n    %s\n  }\n}\n", rep->tensors.len ? rep->tensors.buf : "");
 }
 
 static int run(StageCtx *c)
 {
-	const char *mode = sec_get(c->sec, "quantize");
-	if (!mode) {
-		const char *k = NULL;
-		for (size_t i = 0; i < c->sec->nkv && !k; i++)
-			if (!strncmp(c->sec->kv[i].key, "quantize.", 9))
-				k = c->sec->kv[i].key;
-		return error("model '%s' sets %s but not quantize = static | dynamic", c->model, k);
-	}
-	int dynamic = !strcmp(mode, "dynamic");
-	const char *fmt = sec_get(c->sec, "quantize.format");
-	if (fmt && !dynamic && strcmp(fmt, "qdq"))
-		return error("model '%s': quantize.format = %s is not implemented for quantize = static: use qdq",
-			     c->model, fmt);
-	if (fmt && dynamic && strcmp(fmt, "qoperator"))
-		return error("model '%s': quantize.format = %s is not implemented for quantize = dynamic: use qoperator",
-			     c->model, fmt);
-	static const char *const static_only[] = {"quantize.calibration", "quantize.activations", "quantize.method",
-						  "quantize.percentile", "quantize.symmetric-activations", NULL};
-	for (size_t i = 0; dynamic && static_only[i]; i++)
-		if (sec_get(c->sec, static_only[i]))
-			return error("model '%s': %s is only used by quantize = static", c->model, static_only[i]);
-	const char *meth = stage_param_value(c->sec, "quantize.method");
-	QuantOpts o = {
-		.weight_type = !strcmp(stage_param_value(c->sec, "quantize.weights"), "uint8") ? DT_UINT8 : DT_INT8,
-		.act_type = !strcmp(stage_param_value(c->sec, "quantize.activations"), "int8") ? DT_INT8 : DT_UINT8,
-		.act_symmetric = is_true(stage_param_value(c->sec, "quantize.symmetric-activations")),
-		.per_channel = is_true(stage_param_value(c->sec, "quantize.per-channel")),
-		.reduce_range = is_true(stage_param_value(c->sec, "quantize.reduce-range")),
-		.method = !strcmp(meth, "percentile") ? CALIB_PERCENTILE : !strcmp(meth, "entropy") ? CALIB_ENTROPY
-											 : CALIB_MINMAX,
-		.percentile = strtod(stage_param_value(c->sec, "quantize.percentile"), NULL),
-	};
-	if (o.method != CALIB_PERCENTILE && sec_get(c->sec, "quantize.percentile"))
-		return error("model '%s': quantize.percentile is only used by quantize.method = percentile", c->model);
-	if (o.method == CALIB_PERCENTILE && !(o.percentile > 0 && o.percentile <= 100))
-		return error("model '%s': quantize.percentile = %g is not valid: expected a number in (0, 100]", c->model,
-			     o.percentile);
-	split_words(sec_get(c->sec, "quantize.ops"), &o.ops);
-	split_words(sec_get(c->sec, "quantize.exclude-ops"), &o.exclude_ops);
-	split_words(sec_get(c->sec, "quantize.exclude-nodes"), &o.exclude_nodes);
+	QuantOpts o;
 	Model *m = NULL;
 	CalibStats *stats = NULL;
 	QuantReport rep = {0};
-	int r = model_load(c->input, &m);
-	if (r == 0 && !dynamic) {
+	int r = quant_opts_read(c->sec, c->model, &o);
+	if (r == 0)
+		r = model_load(c->input, &m);
+	if (r == 0 && o.mode == QMODE_STATIC) {
 		char *dir = path_dir(c->input), *p = path_join(dir, "calibration.stats");
 		r = calib_load(p, &stats);
 		if (r < 0)
@@ -118,43 +214,24 @@ static int run(StageCtx *c)
 		free(p);
 	}
 	if (r == 0)
-		r = dynamic ? quant_dynamic(m, &o, &rep) : quant_static_qdq(m, stats, &o, &rep);
+		r = quant_model(m, stats, &o, &rep);
 	if (r == 0)
 		r = model_save(m, c->output, NULL);
 	if (r == 0) {
 		StrBuf sb = {0};
-		sb_puts(&sb, "{\n  \"model\": ");
-		sb_json_str(&sb, c->model);
-		sb_printf(&sb, ",\n  \"mode\": \"%s\",\n  \"format\": \"%s\"", mode, dynamic ? "qoperator" : "qdq");
-		sb_printf(&sb, ",\n  \"weights\": \"%s\"", o.weight_type == DT_INT8 ? "int8" : "uint8");
-		if (!dynamic) {
-			sb_printf(&sb, ",\n  \"activations\": \"%s\",\n  \"symmetric_activations\": %s,\n  \"method\": \"%s\"",
-				  o.act_type == DT_INT8 ? "int8" : "uint8", o.act_symmetric ? "true" : "false", meth);
-			if (o.method == CALIB_PERCENTILE)
-				sb_printf(&sb, ",\n  \"percentile\": %.17g", o.percentile);
-			sb_printf(&sb, ",\n  \"calibration_samples\": %llu", (unsigned long long)stats->nsamples);
-		}
-		sb_printf(&sb, ",\n  \"per_channel\": %s,\n  \"reduce_range\": %s", o.per_channel ? "true" : "false",
-			  o.reduce_range ? "true" : "false");
-		long long before = file_size(c->input), after = file_size(c->output);
-		sb_printf(&sb, ",\n  \"size_before\": %lld,\n  \"size_after\": %lld", before, after);
-		sb_printf(&sb, ",\n  \"nodes_quantized\": %zu,\n  \"nodes_folded\": %zu,\n  \"nodes_skipped\": %zu",
-			  rep.nquantized, rep.nfolded, rep.nskipped);
-		sb_printf(&sb, ",\n  \"nodes\": [\n    %s\n  ]", rep.nodes.len ? rep.nodes.buf : "");
-		sb_printf(&sb, ",\n  \"tensors\": {\n    %s\n  }\n}\n", rep.tensors.len ? rep.tensors.buf : "");
+		quant_json(&sb, c->model, &o, stats, &rep, c->input, c->output);
 		char *p = path_join(c->outdir, "quant.json");
 		r = write_file_atomic(p, sb.buf, sb.len);
 		free(p);
 		sb_release(&sb);
 		fprintf(c->log, "quantize: %s: %s, %zu nodes quantized, %zu folded, %zu skipped, %lld -> %lld bytes\n",
-			c->model, mode, rep.nquantized, rep.nfolded, rep.nskipped, before, after);
+			c->model, sec_get(c->sec, "quantize"), rep.nquantized, rep.nfolded, rep.nskipped,
+			file_size(c->input), file_size(c->output));
 	}
 	quant_report_free(&rep);
 	calib_free(stats);
 	model_free(m);
-	free_words(&o.ops);
-	free_words(&o.exclude_ops);
-	free_words(&o.exclude_nodes);
+	quant_opts_free(&o);
 	return r;
 }
 

@@ -36,6 +36,7 @@ typedef struct StageCtx {
 	PtrVec *deps;             /* discovered input files (project-relative
 				     paths, malloc'd) the stage read */
 	FILE *log;                /* progress and warnings (captured) */
+	int threads;              /* threads the stage may use (>= 1) */
 } StageCtx;
 
 typedef struct Stage {

@@ -512,6 +512,39 @@ static int action_threads(const Build *b)
 	return t < 1 ? 1 : t;
 }
 
+/* A failed action stores nothing in the cache, but what it wrote (verify's
+ * report of the failed gates, say) is for the user to read: copy it to
+ * build/<model>/failed/<stage>/, replacing an earlier failure's, built aside
+ * and renamed so the directory appears complete. */
+static void keep_failed(const Build *b, const Action *a, const char *outdir)
+{
+	PtrVec names = {0};
+	if (list_outputs(outdir, NULL, &names) < 0 || names.n == 0) {
+		pv_free_all(&names);
+		return;
+	}
+	char *dst = xasprintf("%s/%s/failed/%s", b->o->build_dir, a->model->name, a->stage->name);
+	char *tmp = xasprintf("%s.tmp%ld", dst, (long)getpid());
+	int r = 0;
+	for (size_t i = 0; i < names.n && r == 0; i++) {
+		char *from = path_join(outdir, names.v[i]), *to = path_join(tmp, names.v[i]), *dd = path_dir(to);
+		r = mkdirs(dd) < 0 || copy_file_atomic(from, to, 0644) < 0 ? -1 : 0;
+		free(from);
+		free(to);
+		free(dd);
+	}
+	if (r == 0 && (rmtree(dst) < 0 || rename(tmp, dst) < 0))
+		r = -1;
+	if (r == 0)
+		fprintf(stderr, "%s: %s %s: what the failed stage wrote is in %s/\n", argv0, a->stage->name,
+			a->model->name, dst);
+	else
+		rmtree(tmp);
+	free(tmp);
+	free(dst);
+	pv_free_all(&names);
+}
+
 static _Noreturn void child_main(Build *b, Action *a)
 {
 	double t0 = now_sec();
@@ -561,6 +594,7 @@ static _Noreturn void child_main(Build *b, Action *a)
 	};
 	if (a->stage->run(&ctx) < 0) {
 		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
+		keep_failed(b, a, outdir);
 		rmtree(tmp);
 		_exit(1);
 	}
@@ -822,6 +856,13 @@ static int materialize(Build *b)
 			continue;
 		char *dir = a->last ? path_join(b->o->build_dir, a->model->name)
 				    : xasprintf("%s/%s/%s", b->o->build_dir, a->model->name, a->stage->name);
+		if (a->last) {
+			/* the whole chain is built: an earlier failure's leftovers are stale */
+			char *failed = path_join(dir, "failed");
+			if (access(failed, F_OK) == 0)
+				rmtree(failed);
+			free(failed);
+		}
 		for (size_t j = 0; j < a->rec.nouts; j++) {
 			const ActionOut *o = &a->rec.outs[j];
 			char *dst = path_join(dir, o->name), *dd = path_dir(dst);

@@ -237,6 +237,19 @@ else
 	expect_err "unusable build directory is named" 1 "notadir/build" "$Q" -C "$U"
 fi
 
+# ---- a failed stage's files are kept for the user, outside the cache ----
+F=$TMPD/failproj
+mkdir -p "$F/rules"
+printf '[model f]\nexport = echo "why it failed" > "$outdir/report.txt"; exit 3\n' > "$F/rules/a.rules"
+"$Q" -C "$F" > "$TMPD/flog" 2>&1
+st=$?
+[ $st -eq 1 ] && grep -q "why it failed" "$F/build/f/failed/export/report.txt" 2>/dev/null && grep -q 'build/f/failed/export/' "$TMPD/flog" &&
+	[ -z "$(find "$F/cache/objects" -type f 2>/dev/null)" ] && pass "a failed stage's files are kept in build/MODEL/failed/STAGE/, nothing cached" ||
+	fail "a failed stage's files are kept in build/MODEL/failed/STAGE/, nothing cached" "status $st: $(cat "$TMPD/flog")"
+printf '[model f]\nexport = cp %s "$out"\n' "$M1" > "$F/rules/a.rules"
+"$Q" -C "$F" > "$TMPD/flog2" 2>&1 && [ -f "$F/build/f/f.onnx" ] && [ ! -e "$F/build/f/failed" ] &&
+	pass "a successful build removes the stale failed/ directory" || fail "a successful build removes the stale failed/ directory" "$(cat "$TMPD/flog2"; find "$F/build")"
+
 # ---- clean and gc ----
 "$Q" -C "$P" clean > /dev/null 2>&1 && [ ! -e "$P/build" ] && [ -d "$P/cache" ] && pass "clean removes build/ and keeps the cache" || fail "clean removes build/ and keeps the cache"
 "$Q" -C "$P" > "$TMPD/cl2" 2>&1 && [ "$(runs "$TMPD/cl2")" -eq 0 ] && cmp -s "$P/build/a/a.onnx" "$M3" && pass "after clean, outputs come from the cache" || fail "after clean, outputs come from the cache" "$(cat "$TMPD/cl2")"

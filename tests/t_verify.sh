@@ -1,14 +1,18 @@
 #!/bin/sh
 # The verify stage in temporary projects built from examples/digits (a
 # trained MLP, static and dynamic int8) and a small CNN: gates pass at
-# sensible thresholds and fail the build (exit 1, one line per gate) when set
-# impossibly high; top-1, SQNR, cosine and max-abs equal those computed with
+# sensible thresholds and at the defaults, can be switched off, and fail the
+# build (exit 1, one line per gate) when set impossibly high, leaving
+# verify.json in build/MODEL/failed/verify/; top-1, SQNR, cosine and max-abs equal those computed with
 # onnxruntime on the same models and data; the final artifact is the
 # quantized model unchanged; per-layer SQNR of activations and weights and
 # their ranking equal onnxruntime's qdq_loss_debug; the node verify names
 # first is the one worth leaving in float (on the digits model, and on one
-# with an outlier-heavy weight where plain int8 fails the gates); a failed
-# gate stops a release; reruns do no work; random inputs are seeded and said
+# with an outlier-heavy weight where plain int8 fails the gates);
+# verify.auto-exclude finds the nodes to leave in float on such models (one
+# and two outliers), says so, ships the model the quantize stage makes with
+# that exclude-nodes line, costs no calibration, and fails clearly when N is
+# too small; a failed gate stops a release; reruns do no work; random inputs are seeded and said
 # so; bad labels and bad data are clear errors.
 . "$(dirname "$0")/lib/common.sh"
 mktmp
@@ -107,11 +111,18 @@ quantize = static
 quantize.calibration = calib.npy
 verify.data = random
 verify.min-cosine = 0.5
+
+[model dflt]
+source = digits.onnx
+quantize = static
+quantize.calibration = calib.npy
+verify.data = test.npz
+verify.labels = labels
 EOF
 "$Q" -C "$P" -j4 > "$TMPD/log1" 2>&1
 st=$?
 [ $st -eq 0 ] && pass "verify passes at sensible gates" || fail "verify passes at sensible gates" "status $st: $(grep -v '^ ' "$TMPD/log1" | head -8)"
-for m in ds dd cs rnd; do
+for m in ds dd cs rnd dflt; do
 	ran "$TMPD/log1" verify $m || fail "verify runs for $m" "$(head -c 300 "$TMPD/log1")"
 done
 check "verify.json written" test -f "$P/build/ds/verify.json"
@@ -121,6 +132,18 @@ grep -q 'top-1 over 397 rows: reference' "$TMPD/log1" && pass "summary on the bu
 "$Q" -C "$P" ds:quantize dd:quantize > /dev/null 2>&1
 check "final artifact is the quantized model (static)" cmp "$P/build/ds/ds.onnx" "$P/build/ds/quantize/ds.onnx"
 check "final artifact is the quantized model (dynamic)" cmp "$P/build/dd/dd.onnx" "$P/build/dd/quantize/dd.onnx"
+check "quant.json of the final model beside it" cmp "$P/build/ds/quant.json" "$P/build/ds/quantize/quant.json"
+
+# ---- default gates: min-sqnr 20 dB and, with labels, max-top1-drop 1 ----
+"$PY" -c "
+import json
+r = json.load(open('$P/build/dflt/verify.json'))
+assert r['default_gates'] is True and r['gates'] == {'max_top1_drop': 1, 'min_sqnr_db': 20}, r['gates']
+assert r['passed'] is True and r['failed_gates'] == [], r
+assert json.load(open('$P/build/ds/verify.json'))['default_gates'] is False
+" 2>"$TMPD/err" && grep -q '^  gates: min-sqnr 20 dB, max-top1-drop 1 points (the defaults' "$TMPD/log1" &&
+	pass "a static int8 model passes at the default gates, which are said to be defaults" ||
+	fail "a static int8 model passes at the default gates, which are said to be defaults" "$(tail -1 "$TMPD/err") $(grep 'gates:' "$TMPD/log1")"
 
 # ---- our figures against onnxruntime's on the same models and data ----
 cat > "$TMPD/oracle.py" <<'EOF'
@@ -258,11 +281,34 @@ rules() { # rules KEY=VALUE...: model ds with these verify keys
 }
 rules "verify.data = test.npz" "verify.min-sqnr = 200"
 expect_err "impossible SQNR gate fails the build" 1 '^verify: ds: min-sqnr: measured [0-9.]+ dB, threshold 200 dB' "$Q" -C "$P"
+cp "$TMPD/.stderr" "$TMPD/log_200"
+# the report of a failed verify is kept in build/MODEL/failed/verify/
+"$PY" -c "
+import json, re, sys
+r = json.load(open('$P/build/ds/failed/verify/verify.json'))
+f = r['failed_gates']
+assert r['passed'] is False and r['gates_failed'] == 1 and len(f) == 1, r
+assert f[0]['gate'] == 'min-sqnr' and f[0]['threshold'] == 200 and f[0]['output'] == 'logits', f
+m = re.search(r'min-sqnr: measured ([0-9.]+) dB', open('$TMPD/log_200').read())
+assert abs(float(m.group(1)) - f[0]['measured']) < 0.01, (m.group(1), f)
+assert r['outputs'][0]['sqnr_db'] == f[0]['measured'] and r['activations'], r['outputs']
+" 2>"$TMPD/err" && test ! -e "$P/build/ds/failed/verify/ds.onnx" &&
+	pass "a failed verify leaves verify.json with the failed gates" ||
+	fail "a failed verify leaves verify.json with the failed gates" "$(tail -1 "$TMPD/err")"
 ran "$TMPD/.stderr" quantize ds && fail "gate change reruns only verify" "$(head -c 300 "$TMPD/.stderr")" || pass "gate change reruns only verify"
 printf '\n[release r]\nmodels = ds\n' >> "$P/rules/m.rules"
 rm -rf "$P/dist"
 expect_err "a failed gate stops the release" 1 '^verify: ds: min-sqnr: measured' "$Q" -C "$P" release
 check "no archive after a failed gate" test ! -e "$P/dist"
+rules "verify.data = test.npz" "verify.labels = labels" "verify.min-sqnr = off" "verify.max-top1-drop = off"
+"$Q" -C "$P" > "$TMPD/log_off" 2>&1
+st=$?
+[ $st -eq 0 ] && grep -q '^  gates: none (all off)$' "$TMPD/log_off" && "$PY" -c "
+import json
+r = json.load(open('$P/build/ds/verify.json'))
+assert r['gates'] == {} and r['default_gates'] is False and r['passed'] is True, r" 2>"$TMPD/err" &&
+	test ! -e "$P/build/ds/failed" &&
+	pass "gates switched off explicitly" || fail "gates switched off explicitly" "status $st: $(grep 'gates' "$TMPD/log_off") $(tail -1 "$TMPD/err")"
 rules "verify.data = test.npz" "verify.min-sqnr = 20"
 printf '\n[release r]\nmodels = ds\n' >> "$P/rules/m.rules"
 "$Q" -C "$P" release > "$TMPD/log_rel" 2>&1
@@ -319,6 +365,87 @@ printf 'quantize.exclude-nodes = %s\n' "$worst" >> "$O/rules/m.rules"
 st=$?
 [ $st -eq 0 ] && [ -f "$O/build/ol/verify.json" ] && pass "leaving the named layer in float passes the gates" ||
 	fail "leaving the named layer in float passes the gates" "status $st: $(grep '^verify: ol: [a-z]' "$TMPD/log_ol2")"
+cp "$O/build/ol/ol.onnx" "$TMPD/ol_fc2.onnx"
+
+# ---- verify.auto-exclude: the same failing rules, verify finds fc2 itself ----
+olrules() { # olrules MODEL AUTO-EXCLUDE
+	printf '[model %s]\nsource = %s.onnx\nquantize = static\nquantize.calibration = calib.npy\nverify.data = test.npz\nverify.labels = labels\nverify.min-sqnr = 30\nverify.max-top1-drop = 1\nverify.auto-exclude = %s\n' "$1" "$1" "$2" > "$O/rules/m.rules"
+}
+olrules ol 3
+"$Q" -C "$O" > "$TMPD/log_ax" 2>&1
+st=$?
+[ $st -eq 0 ] && grep -q '^verify: ol: auto-exclude round 0: plain quantization: SQNR 1[0-9.]* dB.*: 2 gates failed$' "$TMPD/log_ax" &&
+	grep -q '^verify: ol: auto-exclude round 1: +fc2: SQNR [3-9][0-9.]* dB.*: gates pass$' "$TMPD/log_ax" &&
+	! grep -q 'round 2' "$TMPD/log_ax" &&
+	grep -q "^verify: ol: the gates pass with 1 node left in float; .* rules of model 'ol': quantize.exclude-nodes = fc2\$" "$TMPD/log_ax" &&
+	pass "auto-exclusion leaves the outlier layer in float and says how to keep it" ||
+	fail "auto-exclusion leaves the outlier layer in float and says how to keep it" "status $st: $(grep '^verify: ol: [a-z]' "$TMPD/log_ax")"
+ran "$TMPD/log_ax" verify ol && ! ran "$TMPD/log_ax" calibrate ol && ! ran "$TMPD/log_ax" quantize ol &&
+	pass "auto-exclusion costs no calibration (only verify reruns)" ||
+	fail "auto-exclusion costs no calibration (only verify reruns)" "$(grep '^\[' "$TMPD/log_ax")"
+"$PY" -c "
+import json
+r = json.load(open('$O/build/ol/verify.json'))
+a = r['auto_exclude']
+assert a['max_nodes'] == 3 and a['excluded'] == ['fc2'] and a['exclude_nodes'] == ['fc2'], a
+g = [x['gates_failed'] for x in a['rounds']]
+assert g == [2, 0] and [x['added'] for x in a['rounds']] == [None, 'fc2'], a['rounds']
+assert a['rounds'][0]['min_sqnr_db'] < 20 and a['rounds'][1]['min_sqnr_db'] == r['outputs'][0]['sqnr_db'] >= 30, a
+assert r['passed'] is True and r['top1']['drop_points'] <= 1, r['top1']
+q = json.load(open('$O/build/ol/quant.json'))
+fc2 = [n for n in q['nodes'] if n['name'] == 'fc2'][0]
+assert fc2['status'] == 'skipped' and 'exclude' in fc2['reason'], fc2
+" 2>"$TMPD/err" && pass "verify.json gives the rounds, quant.json the re-quantized model" ||
+	fail "verify.json gives the rounds, quant.json the re-quantized model" "$(tail -1 "$TMPD/err")"
+check "the output is the model quantize makes with that exclude-nodes line" cmp "$TMPD/ol_fc2.onnx" "$O/build/ol/ol.onnx"
+"$Q" -C "$O" > "$TMPD/log_ax_re" 2>&1
+st=$?
+[ $st -eq 0 ] && ! grep -q '^\[' "$TMPD/log_ax_re" && pass "an auto-excluded build reruns with no work" ||
+	fail "an auto-excluded build reruns with no work" "status $st: $(head -c 300 "$TMPD/log_ax_re")"
+"$PY" -c "
+import numpy as np, onnxruntime as ort
+ort.set_default_logger_severity(3)
+x = np.load('$O/test.npz')['input']
+s = ort.InferenceSession('$O/build/ol/ol.onnx', providers=['CPUExecutionProvider'])
+assert s.run(None, {'input': x})[0].shape == (397, 10)" 2>"$TMPD/err" &&
+	pass "the re-quantized model runs in onnxruntime" || fail "the re-quantized model runs in onnxruntime" "$(tail -1 "$TMPD/err")"
+
+# two outlier layers: one node is not enough, two are (the ranking is
+# measured again after each round)
+"$PY" -c "
+import numpy as np
+w = dict(np.load('$O/weights.npz'))
+w['w1'] = w['w1'].copy(); w['w1'][0, 0] = np.abs(w['w1']).max() * 60
+np.savez('$O/weights2.npz', **w)"
+"$PY" "$O/export.py" "$O/weights2.npz" "$O/ol2.onnx"
+olrules ol2 1
+expect_err "auto-exclusion fails clearly when N is too small" 1 "model 'ol2': 2 verify gates failed with 1 node left in float by verify.auto-exclude = 1 \(fc2\)" "$Q" -C "$O"
+grep -q '^verify: ol2: auto-exclude round 1: +fc2: .*: 2 gates failed$' "$TMPD/.stderr" &&
+	[ "$(grep -c '^verify: ol2: min-sqnr: measured' "$TMPD/.stderr")" -eq 2 ] &&
+	[ "$(grep -c '^verify: ol2: max-top1-drop: measured' "$TMPD/.stderr")" -eq 2 ] &&
+	pass "a failed auto-exclusion prints what it tried and the gate lines before and after" ||
+	fail "a failed auto-exclusion prints what it tried and the gate lines before and after" "$(grep '^verify: ol2: [a-z]' "$TMPD/.stderr")"
+"$PY" -c "
+import json
+r = json.load(open('$O/build/ol2/failed/verify/verify.json'))
+assert r['passed'] is False and r['auto_exclude']['excluded'] == ['fc2'] and len(r['auto_exclude']['rounds']) == 2, r
+" 2>"$TMPD/err" && pass "the failed report holds the rounds" || fail "the failed report holds the rounds" "$(tail -1 "$TMPD/err")"
+olrules ol2 4
+"$Q" -C "$O" > "$TMPD/log_ax2" 2>&1
+st=$?
+[ $st -eq 0 ] && grep -q "^verify: ol2: the gates pass with 2 nodes left in float; .*: quantize.exclude-nodes = fc2 fc1\$" "$TMPD/log_ax2" &&
+	! grep -q 'round 3' "$TMPD/log_ax2" && pass "auto-exclusion stops at the first passing round (two nodes)" ||
+	fail "auto-exclusion stops at the first passing round (two nodes)" "status $st: $(grep '^verify: ol2: [a-z]' "$TMPD/log_ax2")"
+printf '[model old]\nsource = ol.onnx\nquantize = dynamic\nverify.data = test.npz\nverify.min-sqnr = 30\nverify.auto-exclude = 2\n' > "$O/rules/m.rules"
+"$Q" -C "$O" > "$TMPD/log_ax3" 2>&1
+st=$?
+[ $st -eq 0 ] && grep -q "^verify: old: auto-exclude round 1: +fc2: .*: gates pass\$" "$TMPD/log_ax3" &&
+	"$PY" -c "
+import json
+q = {n['name']: n['status'] for n in json.load(open('$O/build/old/quant.json'))['nodes']}
+assert q['fc1'] == 'quantized' and q['fc2'] == 'skipped', q" 2>"$TMPD/err" &&
+	pass "auto-exclusion of a dynamically quantized model" ||
+	fail "auto-exclusion of a dynamically quantized model" "status $st: $(grep '^verify: old: [a-z]' "$TMPD/log_ax3") $(tail -1 "$TMPD/err")"
 
 # ---- bad input ----
 rules "verify.min-sqnr = 20"
@@ -339,5 +466,11 @@ rules "verify.data = test.npz" "verify.max-top1-drop = 1"
 expect_err "top-1 gate without labels" 1 "verify.max-top1-drop needs verify.labels" "$Q" -C "$P"
 rules "verify.data = random" "verify.labels = labels"
 expect_err "labels with random data" 2 "verify.labels needs real samples" "$Q" -C "$P"
+rules "verify.data = test.npz" "verify.auto-exclude = -1"
+expect_err "negative verify.auto-exclude" 2 "m.rules:[0-9]+: model 'ds': verify.auto-exclude = '-1' is not valid: expected the most nodes to leave in float" "$Q" -C "$P"
+rules "verify.data = test.npz" "verify.min-sqnr = high"
+expect_err "a gate that is not a number" 2 "m.rules:[0-9]+: model 'ds': verify.min-sqnr = 'high' is not valid: expected a number, or off" "$Q" -C "$P"
+printf '[model v]\nsource = digits.onnx\nquantize = fp16\nverify.data = test.npz\nverify.auto-exclude = 2\n' > "$P/rules/m.rules"
+expect_err "verify.auto-exclude without integer quantization" 2 "m.rules:5: model 'v': verify.auto-exclude needs quantize = static or dynamic .*not quantize = fp16" "$Q" -C "$P"
 printf '[model v]\nsource = digits.onnx\nverify.data = test.npz\n' > "$P/rules/m.rules"
 expect_err "verify without quantize names what is missing" 2 "stage verify needs a quantize stage" "$Q" -C "$P"

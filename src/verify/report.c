@@ -1,5 +1,7 @@
-/* report.c — gates, verify.json and the build-log summary of a
- * VerifyReport (see verify.h). */
+/* report.c — what a VerifyReport says (see verify.h): the gates and the
+ * lines of those that fail, verify.json (the failed gates and the rounds of
+ * auto-exclusion included), the build-log summary, and the ranked nodes
+ * auto-exclusion leaves in float. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,42 +13,6 @@ static double acc(uint64_t ok, uint64_t n)
 	return n ? 100.0 * (double)ok / (double)n : 0;
 }
 
-int verify_gates(const VerifyReport *rep, const VerifyGates *g, const char *model, FILE *err)
-{
-	int nfailed = 0;
-	if (!isnan(g->max_top1_drop)) {
-		if (!rep->labeled)
-			return error("verify.max-top1-drop needs labels: set verify.labels");
-		double drop = acc(rep->ref_correct, rep->nrows) - acc(rep->q_correct, rep->nrows);
-		if (drop > g->max_top1_drop) {
-			fprintf(err, "verify: %s: max-top1-drop: measured %.2f points (%.2f%% -> %.2f%%), threshold %g points\n",
-				model, drop, acc(rep->ref_correct, rep->nrows), acc(rep->q_correct, rep->nrows),
-				g->max_top1_drop);
-			nfailed++;
-		}
-	}
-	for (size_t i = 0; i < rep->nouts; i++) {
-		const ErrStats *e = &rep->outs[i];
-		double s = err_sqnr(e), c = err_cosine(e);
-		if (!isnan(g->min_sqnr) && !(s >= g->min_sqnr)) {
-			fprintf(err, "verify: %s: min-sqnr: measured %.2f dB, threshold %g dB (output '%s')\n", model, s,
-				g->min_sqnr, e->name);
-			nfailed++;
-		}
-		if (!isnan(g->min_cosine) && !(c >= g->min_cosine)) {
-			fprintf(err, "verify: %s: min-cosine: measured %.6f, threshold %g (output '%s')\n", model, c,
-				g->min_cosine, e->name);
-			nfailed++;
-		}
-		if (!isnan(g->max_abs) && !(e->max_abs <= g->max_abs)) {
-			fprintf(err, "verify: %s: max-abs: measured %.6g, threshold %g (output '%s')\n", model, e->max_abs,
-				g->max_abs, e->name);
-			nfailed++;
-		}
-	}
-	return nfailed;
-}
-
 /* a JSON number; infinities (exact match) become null */
 static void num(StrBuf *sb, double v)
 {
@@ -54,6 +20,68 @@ static void num(StrBuf *sb, double v)
 		sb_printf(sb, "%.10g", v);
 	else
 		sb_puts(sb, "null");
+}
+
+/* one failed gate as a JSON object (js may be NULL; k: gates before it) */
+static void fail_json(StrBuf *js, int k, const char *gate, double measured, double threshold, const char *output)
+{
+	if (!js)
+		return;
+	sb_printf(js, "%s{\"gate\": \"%s\", \"measured\": ", k ? ",\n    " : "\n    ", gate);
+	num(js, measured);
+	sb_puts(js, ", \"threshold\": ");
+	num(js, threshold);
+	if (output) {
+		sb_puts(js, ", \"output\": ");
+		sb_json_str(js, output);
+	}
+	sb_putc(js, '}');
+}
+
+/* Every failed gate: one line "verify: MODEL: GATE: measured X, threshold
+ * Y" on err and one JSON object in js (either may be NULL); the count */
+static int check_gates(const VerifyReport *rep, const VerifyGates *g, const char *model, FILE *err, StrBuf *js)
+{
+	int nfailed = 0;
+	if (!isnan(g->max_top1_drop) && rep->labeled) {
+		double ra = acc(rep->ref_correct, rep->nrows), qa = acc(rep->q_correct, rep->nrows);
+		if (ra - qa > g->max_top1_drop) {
+			if (err)
+				fprintf(err, "verify: %s: max-top1-drop: measured %.2f points (%.2f%% -> %.2f%%), threshold %g points\n",
+					model, ra - qa, ra, qa, g->max_top1_drop);
+			fail_json(js, nfailed++, "max-top1-drop", ra - qa, g->max_top1_drop, NULL);
+		}
+	}
+	for (size_t i = 0; i < rep->nouts; i++) {
+		const ErrStats *e = &rep->outs[i];
+		double s = err_sqnr(e), c = err_cosine(e);
+		if (!isnan(g->min_sqnr) && !(s >= g->min_sqnr)) {
+			if (err)
+				fprintf(err, "verify: %s: min-sqnr: measured %.2f dB, threshold %g dB (output '%s')\n", model,
+					s, g->min_sqnr, e->name);
+			fail_json(js, nfailed++, "min-sqnr", s, g->min_sqnr, e->name);
+		}
+		if (!isnan(g->min_cosine) && !(c >= g->min_cosine)) {
+			if (err)
+				fprintf(err, "verify: %s: min-cosine: measured %.6f, threshold %g (output '%s')\n", model, c,
+					g->min_cosine, e->name);
+			fail_json(js, nfailed++, "min-cosine", c, g->min_cosine, e->name);
+		}
+		if (!isnan(g->max_abs) && !(e->max_abs <= g->max_abs)) {
+			if (err)
+				fprintf(err, "verify: %s: max-abs: measured %.6g, threshold %g (output '%s')\n", model,
+					e->max_abs, g->max_abs, e->name);
+			fail_json(js, nfailed++, "max-abs", e->max_abs, g->max_abs, e->name);
+		}
+	}
+	return nfailed;
+}
+
+int verify_gates(const VerifyReport *rep, const VerifyGates *g, const char *model, FILE *err)
+{
+	if (!isnan(g->max_top1_drop) && !rep->labeled)
+		return error("verify.max-top1-drop needs labels: set verify.labels");
+	return check_gates(rep, g, model, err, NULL);
 }
 
 /* SQNR in dB of a noise-to-signal power ratio (+inf for 0) */
@@ -167,9 +195,45 @@ static void gate_json(StrBuf *sb, const char *name, double v, int *first)
 	*first = 0;
 }
 
-void verify_json(const VerifyReport *rep, const VerifyGates *g, const char *model, const char *inputs,
-		 int nfailed, StrBuf *sb)
+/* the rounds of auto-exclusion as a JSON member */
+static void auto_json(StrBuf *sb, const VerifyAuto *ax)
 {
+	sb_printf(sb, ",\n  \"auto_exclude\": {\"max_nodes\": %d, \"excluded\": [", ax->max_nodes);
+	for (size_t i = ax->nuser; i < ax->excluded.n; i++) {
+		sb_puts(sb, i > ax->nuser ? ", " : "");
+		sb_json_str(sb, ax->excluded.v[i]);
+	}
+	sb_puts(sb, "], \"exclude_nodes\": [");
+	for (size_t i = 0; i < ax->excluded.n; i++) {
+		sb_puts(sb, i ? ", " : "");
+		sb_json_str(sb, ax->excluded.v[i]);
+	}
+	sb_puts(sb, "],\n    \"rounds\": [");
+	for (size_t i = 0; i < ax->nrounds; i++) {
+		const VerifyRound *r = &ax->rounds[i];
+		sb_printf(sb, "%s{\"round\": %zu, \"added\": ", i ? ",\n      " : "\n      ", i);
+		if (r->added)
+			sb_json_str(sb, r->added);
+		else
+			sb_puts(sb, "null");
+		sb_puts(sb, ", \"min_sqnr_db\": ");
+		num(sb, r->min_sqnr);
+		sb_puts(sb, ", \"min_cosine\": ");
+		num(sb, r->min_cosine);
+		sb_puts(sb, ", \"max_abs\": ");
+		num(sb, r->max_abs);
+		sb_puts(sb, ", \"top1_drop_points\": ");
+		num(sb, r->top1_drop);
+		sb_printf(sb, ", \"gates_failed\": %d}", r->nfailed);
+	}
+	sb_puts(sb, "\n    ]}");
+}
+
+void verify_json(const VerifyReport *rep, const VerifyGates *g, const VerifyAuto *ax, const char *model,
+		 const char *inputs, StrBuf *sb)
+{
+	StrBuf fj = {0};
+	int nfailed = check_gates(rep, g, model, NULL, &fj);
 	sb_puts(sb, "{\n  \"model\": ");
 	sb_json_str(sb, model);
 	sb_puts(sb, ",\n  \"inputs\": ");
@@ -184,7 +248,12 @@ void verify_json(const VerifyReport *rep, const VerifyGates *g, const char *mode
 	gate_json(sb, "min_sqnr_db", g->min_sqnr, &first);
 	gate_json(sb, "min_cosine", g->min_cosine, &first);
 	gate_json(sb, "max_abs", g->max_abs, &first);
-	sb_printf(sb, "},\n  \"gates_failed\": %d,\n  \"passed\": %s", nfailed, nfailed ? "false" : "true");
+	sb_printf(sb, "},\n  \"default_gates\": %s", g->defaults ? "true" : "false");
+	sb_printf(sb, ",\n  \"gates_failed\": %d,\n  \"passed\": %s", nfailed, nfailed ? "false" : "true");
+	sb_printf(sb, ",\n  \"failed_gates\": [%s%s]", fj.len ? fj.buf : "", fj.len ? "\n  " : "");
+	sb_release(&fj);
+	if (ax)
+		auto_json(sb, ax);
 	sb_puts(sb, ",\n  \"outputs\": [");
 	for (size_t i = 0; i < rep->nouts; i++) {
 		sb_puts(sb, i ? ",\n    " : "\n    ");
@@ -303,4 +372,87 @@ void verify_summary(const VerifyReport *rep, const char *model, FILE *log)
 		fprintf(log, "    %-24s SQNR %s\n", v[i]->name, db);
 	}
 	free(v);
+}
+
+/* append name to out unless it is there already, or cannot be written in
+ * a rule-file list (blanks, commas) */
+static void push_candidate(PtrVec *out, const char *name, size_t len)
+{
+	if (!len || strcspn(name, " \t,") < len)
+		return;
+	for (size_t j = 0; j < out->n; j++)
+		if (strlen(out->v[j]) == len && !strncmp(out->v[j], name, len))
+			return;
+	pv_push(out, xstrndup(name, len));
+}
+
+void verify_candidates(const VerifyReport *rep, PtrVec *out)
+{
+	size_t nb;
+	const ErrStats **v = blamed(rep, &nb);
+	for (size_t i = 0; i < nb; i++)
+		for (const char *s = v[i]->qnodes; s && *s;) {
+			const char *e = strchr(s, '\n');
+			size_t l = e ? (size_t)(e - s) : strlen(s);
+			push_candidate(out, s, l);
+			s = e ? e + 1 : NULL;
+		}
+	free(v);
+}
+
+void verify_gates_line(const VerifyGates *g, FILE *log)
+{
+	int n = 0;
+	fputs("  gates:", log);
+	if (!isnan(g->min_sqnr))
+		fprintf(log, "%s min-sqnr %g dB", n++ ? "," : "", g->min_sqnr);
+	if (!isnan(g->max_top1_drop))
+		fprintf(log, "%s max-top1-drop %g points", n++ ? "," : "", g->max_top1_drop);
+	if (!isnan(g->min_cosine))
+		fprintf(log, "%s min-cosine %g", n++ ? "," : "", g->min_cosine);
+	if (!isnan(g->max_abs))
+		fprintf(log, "%s max-abs %g", n++ ? "," : "", g->max_abs);
+	fputs(n ? "" : " none (all off)", log);
+	fputs(g->defaults ? " (the defaults: no verify gate is set)\n" : "\n", log);
+}
+
+void verify_round_add(VerifyAuto *ax, const VerifyReport *rep, const VerifyGates *g, const char *added)
+{
+	ax->rounds = xreallocarray(ax->rounds, ax->nrounds + 1, sizeof *ax->rounds);
+	VerifyRound *r = &ax->rounds[ax->nrounds++];
+	*r = (VerifyRound){.added = added ? xstrdup(added) : NULL, .min_sqnr = INFINITY, .min_cosine = 1,
+			   .top1_drop = NAN};
+	for (size_t i = 0; i < rep->nouts; i++) {
+		double s = err_sqnr(&rep->outs[i]), c = err_cosine(&rep->outs[i]);
+		r->min_sqnr = s < r->min_sqnr ? s : r->min_sqnr;
+		r->min_cosine = c < r->min_cosine ? c : r->min_cosine;
+		r->max_abs = rep->outs[i].max_abs > r->max_abs ? rep->outs[i].max_abs : r->max_abs;
+	}
+	if (rep->labeled)
+		r->top1_drop = acc(rep->ref_correct, rep->nrows) - acc(rep->q_correct, rep->nrows);
+	r->nfailed = check_gates(rep, g, "", NULL, NULL);
+}
+
+void verify_round_line(const VerifyAuto *ax, size_t i, const char *model, FILE *log)
+{
+	const VerifyRound *r = &ax->rounds[i];
+	char db[64];
+	fmt_db(db, sizeof db, r->min_sqnr);
+	fprintf(log, "verify: %s: auto-exclude round %zu: %s%s: SQNR %s, cosine %.6f, max-abs %.4g", model, i,
+		r->added ? "+" : "", r->added ? r->added : "plain quantization", db, r->min_cosine, r->max_abs);
+	if (!isnan(r->top1_drop))
+		fprintf(log, ", top-1 drop %.2f points", r->top1_drop);
+	if (r->nfailed)
+		fprintf(log, ": %d gate%s failed\n", r->nfailed, r->nfailed > 1 ? "s" : "");
+	else
+		fputs(": gates pass\n", log);
+}
+
+void verify_auto_free(VerifyAuto *ax)
+{
+	for (size_t i = 0; i < ax->nrounds; i++)
+		free(ax->rounds[i].added);
+	free(ax->rounds);
+	pv_free_all(&ax->excluded);
+	memset(ax, 0, sizeof *ax);
 }

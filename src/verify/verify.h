@@ -103,17 +103,47 @@ double err_mean_abs(const ErrStats *e);
 void err_add(ErrStats *e, const double *x, const double *y, size_t n);
 
 typedef struct VerifyGates {
-	/* NaN: not set */
+	/* NaN: not set, or off */
 	double max_top1_drop, min_sqnr, min_cosine, max_abs;
+	int defaults;              /* these are the default gates (none was set) */
 } VerifyGates;
 
+/* One round of auto-exclusion: the figures of the model quantized with the
+ * nodes excluded so far (round 0: none); worst over the outputs */
+typedef struct VerifyRound {
+	char *added;               /* the node left in float this round, or NULL */
+	double min_sqnr, min_cosine, max_abs;
+	double top1_drop;          /* NaN without labels */
+	int nfailed;               /* gates failed */
+} VerifyRound;
+
+typedef struct VerifyAuto {
+	int max_nodes;             /* verify.auto-exclude */
+	VerifyRound *rounds;
+	size_t nrounds;
+	PtrVec excluded;           /* every node left in float (the user's first), malloc'd */
+	size_t nuser;              /* how many of them the user's quantize.exclude-nodes named */
+} VerifyAuto;
+
 /* Every gate that fails is one line "verify: MODEL: GATE: measured X,
- * threshold Y" on err; returns the number of failed gates, or -1 after
- * error() when a gate cannot be measured (top-1 without labels). */
+ * threshold Y" on err (NULL: count only); returns the number of failed
+ * gates, or -1 after error() when a gate cannot be measured (top-1 without
+ * labels). */
 int verify_gates(const VerifyReport *rep, const VerifyGates *g, const char *model, FILE *err);
-/* verify.json: every figure, layers ranked worst first */
-void verify_json(const VerifyReport *rep, const VerifyGates *g, const char *model, const char *inputs,
-		 int nfailed, StrBuf *sb);
+/* one line on log saying which gates apply (and whether they are the defaults) */
+void verify_gates_line(const VerifyGates *g, FILE *log);
+/* append a round with rep's figures (added: the node excluded, or NULL) */
+void verify_round_add(VerifyAuto *ax, const VerifyReport *rep, const VerifyGates *g, const char *added);
+/* the summary line of round i */
+void verify_round_line(const VerifyAuto *ax, size_t i, const char *model, FILE *log);
+void verify_auto_free(VerifyAuto *ax);
+/* the nodes verify names for quantize.exclude-nodes, most added noise
+ * first, each once (malloc'd names appended to out) */
+void verify_candidates(const VerifyReport *rep, PtrVec *out);
+/* verify.json: every figure, the gates and those that failed, layers ranked
+ * worst first, and the rounds of auto-exclusion (ax may be NULL) */
+void verify_json(const VerifyReport *rep, const VerifyGates *g, const VerifyAuto *ax, const char *model,
+		 const char *inputs, StrBuf *sb);
 /* one screen of figures for the build log */
 void verify_summary(const VerifyReport *rep, const char *model, FILE *log);
 

@@ -1,11 +1,15 @@
 #!/bin/sh
 # The calibrate and quantize stages in temporary projects built from
 # examples/digits (a trained MLP) and a small CNN made with the onnx helper
-# API: static QDQ (uint8/int8 activations, per-tensor/per-channel weights) and
-# dynamic QOperator models pass onnx.checker, run in onnxruntime, keep the
+# API: static QDQ (uint8/int8 activations, per-tensor/per-channel weights),
+# static QOperator (QLinearConv, QLinearMatMul, 8-bit MaxPool/Flatten),
+# static QDQ with 16-bit activations (com.microsoft Q/DQ below opset 21) or
+# ConvTranspose, normalizations, activations and reductions, and dynamic
+# QOperator models pass onnx.checker, run in onnxruntime, keep the
 # float model's accuracy and are no worse than onnxruntime's own quantizer
 # with the same settings and calibration data; calibration statistics are
-# reused when only quantization choices change; bad input is an error, never
+# reused when only quantization choices change (exclusions, quantize.bins);
+# quantmake's interpreter gives onnxruntime's outputs; bad input is an error, never
 # a copy of the input model.
 . "$(dirname "$0")/lib/common.sh"
 mktmp
@@ -56,12 +60,13 @@ g = helper.make_graph(nodes, "cnn",
                       inits)
 opset = int(sys.argv[2]) if len(sys.argv) > 2 else 13
 m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-m.ir_version = 7
+m.ir_version = 10 if opset >= 21 else 7
 onnx.checker.check_model(m)
 onnx.save(m, sys.argv[1])
 EOF
 "$PY" "$P/export.py" "$P/weights.npz" "$P/digits.onnx"
 "$PY" "$P/mkcnn.py" "$P/cnn.onnx"
+"$PY" "$P/mkcnn.py" "$P/cnn21.onnx" 21
 cat > "$P/rules/m.rules" <<EOF
 [model u8]
 source = digits.onnx
@@ -115,6 +120,59 @@ quantize = static
 quantize.calibration = calib.npy
 quantize.per-channel = true
 
+[model cnn-qop]
+source = cnn.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.format = qoperator
+
+[model cnn-qoppc]
+source = cnn.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.format = qoperator
+quantize.per-channel = true
+
+[model cnn-qops8]
+source = cnn.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.format = qoperator
+quantize.activations = int8
+quantize.per-channel = true
+
+[model qop]
+source = digits.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.format = qoperator
+
+[model qops8]
+source = digits.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.format = qoperator
+quantize.activations = int8
+
+[model cnn-u16]
+source = cnn.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.activations = uint16
+
+[model cnn-s16pc]
+source = cnn.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.activations = int16
+quantize.per-channel = true
+
+[model cnn21-s16]
+source = cnn21.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.activations = int16
+
 [model cnn-dyn]
 source = cnn.onnx
 quantize = dynamic
@@ -152,7 +210,10 @@ class Reader(CalibrationDataReader):
 QT = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8}
 def peer(src, mode, act="uint8", wt="int8", pc=False, method="minmax"):
     dst = T + "/peer_%s_%s_%s_%d_%s.onnx" % (src.split("/")[-1], mode, act, pc, method)
-    if mode == "static":
+    if mode == "qop":
+        quantize_static(src, dst, Reader(), quant_format=QuantFormat.QOperator, activation_type=QT[act],
+                        weight_type=QT[wt], per_channel=pc)
+    elif mode == "static":
         cm = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
               "entropy": CalibrationMethod.Entropy}[method]
         extra = {"CalibPercentile": 99.9} if method == "percentile" else {}
@@ -174,6 +235,11 @@ cases = [  # model, float ref, mode, act, weights, per-channel, method
     ("dyn", fd, "dynamic", "uint8", "int8", False, "minmax"),
     ("cnn-pt", fc, "static", "uint8", "int8", False, "minmax"),
     ("cnn-pc", fc, "static", "uint8", "int8", True, "minmax"),
+    ("cnn-qop", fc, "qop", "uint8", "int8", False, "minmax"),
+    ("cnn-qoppc", fc, "qop", "uint8", "int8", True, "minmax"),
+    ("cnn-qops8", fc, "qop", "int8", "int8", True, "minmax"),
+    ("qop", fd, "qop", "uint8", "int8", False, "minmax"),
+    ("qops8", fd, "qop", "int8", "int8", False, "minmax"),
     ("cnn-dyn", fc, "dynamic", "uint8", "int8", False, "minmax"),
     ("cnn-dynpc", fc, "dynamic", "uint8", "uint8", True, "minmax"),
 ]
@@ -209,8 +275,59 @@ common = [k for k in ours if k in theirs and (k.endswith("_scale") or k.endswith
 bad = [k for k in common if not np.allclose(ours[k], theirs[k], rtol=1e-6, atol=0)]
 print(("PASS: " if len(common) >= 8 and not bad else "FAIL: ") +
       "scales and zero points match onnxruntime's (%d compared)" % len(common) + (": %s" % bad if bad else ""))
+
+# QOperator: quantized operators, no QDQ pairs inside the quantized region,
+# and as close to float as our QDQ form of the same model
+ops = lambda m: [n.op_type for n in onnx.load("%s/%s/%s.onnx" % (B, m, m)).graph.node]
+o = ops("cnn-qoppc")
+ok = (o.count("QLinearConv") == 2 and o.count("QuantizeLinear") == 1 and o.count("DequantizeLinear") == 1
+      and "Conv" not in o and "Gemm" not in o and "MaxPool" in o)
+print(("PASS: " if ok else "FAIL: ") + "cnn qoperator: Conv and Gemm as QLinearConv, MaxPool on uint8, one Q at entry and one DQ at exit: %s" % o)
+o = ops("qop")
+print(("PASS: " if o.count("QLinearConv") == 2 and "MatMul" not in o and "Add" not in o else "FAIL: ") +
+      "digits qoperator: MatMul + bias Add as 1x1 QLinearConv with int32 bias: %s" % o)
+for q, d, ref in (("cnn-qop", "cnn-pt", fc), ("cnn-qoppc", "cnn-pc", fc), ("qop", "u8", fd)):
+    a, b = sqnr(ref, run("%s/%s/%s.onnx" % (B, q, q))), sqnr(ref, run("%s/%s/%s.onnx" % (B, d, d)))
+    print(("PASS: " if a >= b - 2.0 else "FAIL: ") + "%s SQNR %.1f dB, QDQ form %.1f dB" % (q, a, b))
 EOF
 "$PY" "$TMPD/eval.py" "$B" "$P" "$TMPD" 2>"$TMPD/eval.err" || fail "evaluation script" "$(tail -3 "$TMPD/eval.err")"
+
+# ---- 16-bit activations ----
+"$PY" - "$B" "$P" > "$TMPD/s16.out" 2>&1 <<'EOF'
+import sys, numpy as np, onnx, onnxruntime as ort
+from onnx import numpy_helper as nh
+B, P = sys.argv[1:]
+x = np.load(P + "/calib.npy")  # inside the calibrated ranges: no clipping
+sqnr = lambda ref, o: float(10 * np.log10((ref ** 2).sum() / max(((ref - o) ** 2).sum(), 1e-30)))
+path = lambda m: "%s/%s/%s.onnx" % (B, m, m)
+def run(p):
+    onnx.checker.check_model(onnx.load(p), full_check=True)
+    return ort.InferenceSession(p, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+def weights_only(src, m):
+    """the float model with the weights and biases of quantized model m:
+    what is left between the two is the activations' rounding"""
+    f, q = onnx.load(src), {i.name: nh.to_array(i) for i in onnx.load(path(m)).graph.initializer}
+    for i in f.graph.initializer:
+        if i.name + "_quantized" in q:
+            w = q[i.name + "_quantized"].astype(np.float64)
+            s, z = q[i.name + "_scale"], q[i.name + "_zero_point"].astype(np.float64)
+            if s.ndim:
+                s, z = s.reshape([-1] + [1] * (w.ndim - 1)), z.reshape([-1] + [1] * (w.ndim - 1))
+            i.CopyFrom(nh.from_array(((w - z) * s).astype(np.float32), i.name))
+    return ort.InferenceSession(f.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+s8 = sqnr(weights_only(P + "/cnn.onnx", "cnn-pt"), run(path("cnn-pt")))
+for m, src, dom, dt in (("cnn-u16", "cnn", "com.microsoft", 4), ("cnn-s16pc", "cnn", "com.microsoft", 5),
+                        ("cnn21-s16", "cnn21", "", 5)):
+    g = onnx.load(path(m)).graph
+    qs = [n for n in g.node if n.op_type == "QuantizeLinear"]
+    zps = {i.name: i.data_type for i in g.initializer}
+    ok = qs and all(n.domain == dom and zps[n.input[2]] == dt for n in qs)
+    print(("PASS: " if ok else "FAIL: ") + "%s: 16-bit QuantizeLinear in domain '%s'" % (m, dom))
+    a = sqnr(weights_only(P + "/%s.onnx" % src, m), run(path(m)))
+    print(("PASS: " if a > s8 + 25 else "FAIL: ") +
+          "%s: activation rounding SQNR %.1f dB, 8-bit %.1f dB (expected 25 dB more)" % (m, a, s8))
+EOF
+grep -q '^PASS: ' "$TMPD/s16.out" && cat "$TMPD/s16.out" || fail "16-bit evaluation" "$(tail -3 "$TMPD/s16.out")"
 
 # ---- quant.json ----
 "$PY" - "$B" > "$TMPD/json.out" 2>&1 <<'EOF'
@@ -246,6 +363,12 @@ for other in ("pct", "ent"):
     acts = [k for k in ("input", "h2") if k in o]
     assert all(o[k]["scale"] <= mm[k]["scale"] * 1.0001 for k in acts), other
     assert any(o[k]["scale"] < mm[k]["scale"] * 0.999 for k in acts), (other, [(o[k], mm[k]) for k in acts])
+q = json.load(open(B + "/cnn-qoppc/quant.json"))
+st = {n["name"]: n["status"] for n in q["nodes"]}
+assert q["format"] == "qoperator" and st == {"to_image": "skipped", "conv": "quantized", "relu": "folded",
+    "pool": "quantized", "flatten": "quantized", "fc": "quantized"}, st
+assert len(q["tensors"]["cw"]["scale"]) == 6 and q["tensors"]["cb"]["type"] == "int32"
+assert len(q["tensors"]["gw"]["scale"]) == 10 and q["tensors"]["p0"] == q["tensors"]["c1"]
 print("ok")
 EOF
 grep -q '^ok$' "$TMPD/json.out" && pass "quant.json lists nodes, reasons, sizes, scales" || fail "quant.json lists nodes, reasons, sizes, scales" "$(tail -3 "$TMPD/json.out")"
@@ -253,14 +376,14 @@ grep -q '^ok$' "$TMPD/json.out" && pass "quant.json lists nodes, reasons, sizes,
 # ---- our interpreter runs the quantized models like onnxruntime ----
 "$PY" -c "import numpy as np; np.save('$TMPD/x.npy', np.load('$P/test.npz')['input'])"
 ok=1
-for m in u8 cnn-pc cnn-dyn; do
+for m in u8 cnn-pc cnn-dyn cnn-qop cnn-qoppc cnn-qops8 qop qops8 cnn-u16 cnn-s16pc cnn21-s16; do
 	"$Q" run "$B/$m/$m.onnx" -i input="$TMPD/x.npy" -o "$TMPD/out-$m.npz" >/dev/null 2>"$TMPD/run.err" || ok=0
 done
 if [ $ok -eq 1 ] && "$PY" - "$B" "$TMPD" <<'EOF'
 import sys, numpy as np, onnxruntime as ort
 B, T = sys.argv[1:]
 x = np.load(T + "/x.npy")
-for m in ("u8", "cnn-pc", "cnn-dyn"):
+for m in ("u8", "cnn-pc", "cnn-dyn", "cnn-qop", "cnn-qoppc", "cnn-qops8", "qop", "qops8", "cnn-u16", "cnn-s16pc", "cnn21-s16"):
     ours = list(np.load("%s/out-%s.npz" % (T, m)).values())[0]
     theirs = ort.InferenceSession("%s/%s/%s.onnx" % (B, m, m)).run(None, {"input": x})[0]
     d = float(np.abs(ours - theirs).max())
@@ -283,11 +406,231 @@ sed -i '/^quantize.exclude-nodes = fc2$/d' "$P/rules/m.rules"
 check "same inputs give the same bytes" cmp "$B/u8/u8.onnx" "$TMPD/u8-before.onnx"
 "$Q" -C "$P" -B u8 > "$TMPD/log4" 2>&1
 check "a forced rebuild gives the same bytes" cmp "$B/u8/u8.onnx" "$TMPD/u8-before.onnx"
+# quantize.bins merges the stored histogram: new entropy ranges, same statistics
+cp "$B/ent/quant.json" "$TMPD/ent-2048.json"
+sed -i 's/^\[model ent\]$/[model ent]\nquantize.bins = 256/' "$P/rules/m.rules"
+"$Q" -C "$P" ent > "$TMPD/logb" 2>&1
+if [ "$(runs_of "$TMPD/logb" quantize ent)" = 1 ] && [ "$(runs_of "$TMPD/logb" calibrate ent)" = 0 ] &&
+	"$PY" - "$TMPD/ent-2048.json" "$B/ent/quant.json" <<'EOF'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert a["bins"] == 2048 and b["bins"] == 256, (a["bins"], b["bins"])
+ta, tb = a["tensors"], b["tensors"]
+assert any(abs(ta[k]["scale"] - tb[k]["scale"]) > 1e-3 * ta[k]["scale"] for k in ("input", "h2")), (ta, tb)
+EOF
+then
+	pass "quantize.bins changes entropy ranges and reruns quantize, not calibrate"
+else
+	fail "quantize.bins changes entropy ranges and reruns quantize, not calibrate" "$(cat "$TMPD/logb")"
+fi
 cp "$P/calib.npy" "$TMPD/calib.bak"
 "$PY" -c "import numpy as np; np.save('$P/calib.npy', np.load('$P/calib.npy')[:100])"
 "$Q" -C "$P" u8 > "$TMPD/log5" 2>&1
 [ "$(runs_of "$TMPD/log5" calibrate u8)" = 1 ] && pass "new calibration data reruns calibrate" || fail "new calibration data reruns calibrate" "$(cat "$TMPD/log5")"
 cp "$TMPD/calib.bak" "$P/calib.npy"
+
+# ---- more QDQ operators: ConvTranspose, normalizations, activations, reductions, Where ----
+cat > "$P/mkops.py" <<'EOF'
+"""A model over the 8x8 digits using the operators ORT's QDQ registry adds
+beyond the CNN's: python mkops.py OUT.onnx"""
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+r = np.random.default_rng(1)
+f = lambda *s: (r.standard_normal(s) * 0.3).astype(np.float32)
+pos = lambda *s: (r.random(s) + 0.5).astype(np.float32)
+inits = [numpy_helper.from_array(a, n) for n, a in [
+    ("shape", np.array([-1, 1, 8, 8], np.int64)), ("tw", f(1, 4, 3, 3)), ("tb", f(4)),
+    ("bs", pos(4)), ("bb", f(4)), ("bm", f(4)), ("bv", pos(4)), ("is", pos(4)), ("ib", f(4)),
+    ("ls", pos(4)), ("lb", f(4)), ("cond", np.array([True, False, True, True])),
+    ("gw", f(10, 4)), ("gb", f(10))]]
+N = helper.make_node
+nodes = [
+    N("Reshape", ["input", "shape"], ["img"], name="to_image"),
+    N("ConvTranspose", ["img", "tw", "tb"], ["t0"], name="deconv", pads=[1, 1, 1, 1]),
+    N("BatchNormalization", ["t0", "bs", "bb", "bm", "bv"], ["bn"], name="bn"),
+    N("LeakyRelu", ["bn"], ["lr"], name="leaky", alpha=0.1),
+    N("InstanceNormalization", ["lr", "is", "ib"], ["inn"], name="inorm"),
+    N("Tanh", ["inn"], ["th"], name="tanh"),
+    N("HardSigmoid", ["th"], ["hs"], name="hsig"),
+    N("GlobalMaxPool", ["hs"], ["gmp"], name="gmax"),
+    N("ReduceMean", ["hs"], ["rm"], name="rmean", axes=[2, 3]),
+    N("Add", ["gmp", "rm"], ["a"], name="add"),
+    N("Flatten", ["a"], ["fl"], name="flatten"),
+    N("LayerNormalization", ["fl", "ls", "lb"], ["ln"], name="lnorm"),
+    N("Where", ["cond", "ln", "fl"], ["wh"], name="where"),
+    N("Gemm", ["wh", "gw", "gb"], ["logits"], name="fc", transB=1),
+    N("ArgMax", ["logits"], ["cls"], name="argmax", axis=1, keepdims=0),
+]
+g = helper.make_graph(nodes, "ops",
+                      [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 64])],
+                      [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10]),
+                       helper.make_tensor_value_info("cls", TensorProto.INT64, ["batch"])], inits)
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+m.ir_version = 8
+onnx.checker.check_model(m)
+onnx.save(m, sys.argv[1])
+EOF
+"$PY" "$P/mkops.py" "$P/ops.onnx"
+cat >> "$P/rules/m.rules" <<EOF
+
+[model ops]
+source = ops.onnx
+quantize = static
+quantize.calibration = calib.npy
+
+[model ops-pc]
+source = ops.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.per-channel = true
+EOF
+"$Q" -C "$P" ops ops-pc > "$TMPD/logo" 2>&1
+st=$?
+[ $st -eq 0 ] && pass "models with ConvTranspose, normalizations, activations and reductions quantize" ||
+	fail "models with ConvTranspose, normalizations, activations and reductions quantize" "status $st: $(grep 'quantmake:' "$TMPD/logo" | head -3)"
+ok=1
+for m in ops ops-pc; do
+	"$Q" run "$B/$m/$m.onnx" -i input="$TMPD/x.npy" -o "$TMPD/out-$m.npz" >/dev/null 2>"$TMPD/run.err" || ok=0
+done
+[ $ok -eq 1 ] || fail "quantmake runs the quantized ops models" "$(tail -2 "$TMPD/run.err")"
+"$PY" - "$B" "$P" "$TMPD" > "$TMPD/ops.out" 2>&1 <<'EOF'
+import json, sys, numpy as np, onnx, onnxruntime as ort
+B, P, T = sys.argv[1:]
+x = np.load(T + "/x.npy")
+sqnr = lambda ref, o: float(10 * np.log10((ref ** 2).sum() / max(((ref - o) ** 2).sum(), 1e-30)))
+def run(p):
+    onnx.checker.check_model(onnx.load(p), full_check=True)
+    return ort.InferenceSession(p, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+ref = run(P + "/ops.onnx")
+for m in ("ops", "ops-pc"):
+    theirs = run("%s/%s/%s.onnx" % (B, m, m))
+    ours = np.load("%s/out-%s.npz" % (T, m))["logits"]
+    d = float(np.abs(ours - theirs).max())
+    print(("PASS: " if d < 1e-3 * float(np.abs(theirs).max()) else "FAIL: ") +
+          "%s: quantmake run matches onnxruntime (max difference %.3g)" % (m, d))
+    a = sqnr(ref, theirs)
+    print(("PASS: " if a > 20 else "FAIL: ") + "%s: SQNR vs float %.1f dB" % (m, a))
+    j = json.load(open("%s/%s/quant.json" % (B, m)))
+    bad = [(n["name"], n["status"]) for n in j["nodes"] if n["status"] != "quantized"]
+    print(("PASS: " if not bad else "FAIL: ") + "%s: every node quantized: %s" % (m, bad))
+    dq = {n.input[0]: n for n in onnx.load("%s/%s/%s.onnx" % (B, m, m)).graph.node if n.op_type == "DequantizeLinear"}
+    t = j["tensors"]
+    ok = "tw_quantized" in dq and t["tb"]["type"] == "int32" and all(k not in t for k in ("bm", "bv", "ls", "lb"))
+    if m == "ops-pc":
+        axis = [a.i for a in dq["tw_quantized"].attribute if a.name == "axis"]
+        ok = ok and axis == [1] and len(t["tw"]["scale"]) == 4
+    print(("PASS: " if ok else "FAIL: ") + "%s: ConvTranspose weights%s, int32 bias; normalization statistics stay float" %
+          (m, " per channel on axis 1" if m == "ops-pc" else ""))
+EOF
+grep -q '^PASS: ' "$TMPD/ops.out" && cat "$TMPD/ops.out" || fail "ops evaluation" "$(tail -3 "$TMPD/ops.out")"
+
+# ---- qoperator: Split, Concat, Slice and Gather move 8-bit values ----
+"$PY" - "$P/move.onnx" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import TensorProto, helper, numpy_helper
+r = np.random.default_rng(4)
+f = lambda *s: (r.standard_normal(s) * 0.3).astype(np.float32)
+i64 = lambda *v: np.array(v, np.int64)
+N = helper.make_node
+g = helper.make_graph([
+    N("Reshape", ["input", "shape"], ["img"], name="to_image"),
+    N("Conv", ["img", "cw", "cb"], ["c0"], name="conv", pads=[1, 1, 1, 1]),
+    N("Relu", ["c0"], ["c1"], name="relu"),
+    N("Split", ["c1", "parts"], ["s0", "s1"], name="split", axis=1),
+    N("Concat", ["s1", "s0"], ["cat"], name="concat", axis=1),
+    N("Slice", ["cat", "starts", "ends", "axes"], ["sl"], name="slice"),
+    N("Gather", ["sl", "idx"], ["ga"], name="gather", axis=1),
+    N("Flatten", ["ga"], ["fl"], name="flatten"),
+    N("Gemm", ["fl", "gw", "gb"], ["logits"], name="fc", transB=1)], "move",
+    [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 64])],
+    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
+    [numpy_helper.from_array(a, n) for n, a in [
+        ("shape", i64(-1, 1, 8, 8)), ("cw", f(6, 1, 3, 3)), ("cb", f(6)), ("parts", i64(2, 4)),
+        ("starts", i64(1)), ("ends", i64(5)), ("axes", i64(1)), ("idx", i64(0, 3)),
+        ("gw", f(10, 128)), ("gb", f(10))]])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.checker.check_model(m)
+onnx.save(m, sys.argv[1])
+EOF
+printf '\n[model move]\nsource = move.onnx\nquantize = static\nquantize.calibration = calib.npy\nquantize.format = qoperator\n' >> "$P/rules/m.rules"
+printf '\n[model move-qdq]\nsource = move.onnx\nquantize = static\nquantize.calibration = calib.npy\n' >> "$P/rules/m.rules"
+"$Q" -C "$P" move move-qdq > "$TMPD/logm" 2>&1 || fail "qoperator move model builds" "$(grep quantmake: "$TMPD/logm")"
+"$Q" run "$B/move/move.onnx" -i input="$TMPD/x.npy" -o "$TMPD/out-move.npz" >/dev/null 2>"$TMPD/run.err" ||
+	fail "quantmake runs the move model" "$(tail -2 "$TMPD/run.err")"
+"$PY" - "$B" "$P" "$TMPD" > "$TMPD/move.out" 2>&1 <<'EOF'
+import sys, numpy as np, onnx, onnxruntime as ort
+B, P, T = sys.argv[1:]
+x = np.load(T + "/x.npy")
+sqnr = lambda ref, o: float(10 * np.log10((ref ** 2).sum() / max(((ref - o) ** 2).sum(), 1e-30)))
+def run(p):
+    onnx.checker.check_model(onnx.load(p), full_check=True)
+    return ort.InferenceSession(p, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+ops = [n.op_type for n in onnx.load(B + "/move/move.onnx").graph.node]
+want = ["Reshape", "QuantizeLinear", "QLinearConv", "Split", "Concat", "Slice", "Gather", "Flatten", "Reshape",
+        "QLinearConv", "Reshape", "DequantizeLinear"]
+print(("PASS: " if ops == want else "FAIL: ") + "move: Split, Concat, Slice, Gather on uint8 inside one region: %s" % ops)
+ref, theirs = run(P + "/move.onnx"), run(B + "/move/move.onnx")
+ours = np.load(T + "/out-move.npz")["logits"]
+d = float(np.abs(ours - theirs).max())
+print(("PASS: " if d <= 1e-5 * float(np.abs(theirs).max()) else "FAIL: ") + "move: quantmake matches onnxruntime (%.3g)" % d)
+a, b = sqnr(ref, theirs), sqnr(ref, run(B + "/move-qdq/move-qdq.onnx"))
+print(("PASS: " if a >= b - 2.0 else "FAIL: ") + "move: SQNR %.1f dB, QDQ form %.1f dB" % (a, b))
+EOF
+grep -q '^PASS: ' "$TMPD/move.out" && cat "$TMPD/move.out" || fail "move evaluation" "$(tail -3 "$TMPD/move.out")"
+
+# ---- float weights a subgraph reads stay; the others go ----
+"$PY" - "$P/sub.onnx" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import TensorProto, helper, numpy_helper
+r = np.random.default_rng(3)
+f = lambda *s: (r.standard_normal(s) * 0.3).astype(np.float32)
+N = helper.make_node
+out = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+then = helper.make_graph([N("MatMul", ["input", "w"], ["t"], name="body_mm")], "then", [], [out("t")])
+other = helper.make_graph([N("Identity", ["s"], ["e"], name="body_id")], "else", [], [out("e")])
+g = helper.make_graph([
+    N("MatMul", ["input", "w"], ["h"], name="mm1"), N("MatMul", ["input", "w3"], ["h3"], name="mm3"),
+    N("Add", ["h", "h3"], ["s"], name="add"),
+    N("If", ["cond"], ["o"], name="if", then_branch=then, else_branch=other)], "sub",
+    [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 64])],
+    [helper.make_tensor_value_info("o", TensorProto.FLOAT, ["batch", 10])],
+    [numpy_helper.from_array(f(64, 10), "w"), numpy_helper.from_array(f(64, 10), "w3"),
+     numpy_helper.from_array(np.array(True), "cond")])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.checker.check_model(m)
+onnx.save(m, sys.argv[1])
+EOF
+printf '\n[model sub]\nsource = sub.onnx\nquantize = static\nquantize.calibration = calib.npy\n' >> "$P/rules/m.rules"
+printf '\n[model sub-qop]\nsource = sub.onnx\nquantize = static\nquantize.calibration = calib.npy\nquantize.format = qoperator\n' >> "$P/rules/m.rules"
+"$Q" -C "$P" sub sub-qop > "$TMPD/logs" 2>&1 || fail "a model with an If body quantizes" "$(grep quantmake: "$TMPD/logs")"
+"$Q" run "$B/sub-qop/sub-qop.onnx" -i input="$TMPD/x.npy" -o "$TMPD/out-sub.npz" >/dev/null 2>"$TMPD/run.err" ||
+	fail "quantmake runs sub-qop" "$(tail -2 "$TMPD/run.err")"
+if "$PY" - "$B/sub-qop/sub-qop.onnx" "$TMPD" <<'EOF'
+import sys, numpy as np, onnx, onnxruntime as ort
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m, full_check=True)
+ops = [n.op_type for n in m.graph.node]
+assert ops.count("QLinearMatMul") == 2 and ops.count("DequantizeLinear") == 2, ops
+x = np.load(sys.argv[2] + "/x.npy")
+theirs = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+ours = np.load(sys.argv[2] + "/out-sub.npz")["o"]
+assert np.abs(ours - theirs).max() <= 1e-5 * np.abs(theirs).max(), np.abs(ours - theirs).max()
+EOF
+then pass "qoperator: MatMul without bias as QLinearMatMul, float again before an If; quantmake matches onnxruntime"
+else fail "qoperator: MatMul without bias as QLinearMatMul, float again before an If; quantmake matches onnxruntime" "see above"; fi
+if "$PY" - "$B/sub/sub.onnx" "$TMPD/x.npy" <<'EOF'
+import sys, numpy as np, onnx, onnxruntime as ort
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m, full_check=True)
+names = {i.name for i in m.graph.initializer}
+assert "w" in names and "w3" not in names and "w3_quantized" in names, names
+ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"]).run(None, {"input": np.load(sys.argv[2])})
+EOF
+then pass "float weights an If body reads stay, unused ones go"; else fail "float weights an If body reads stay, unused ones go" "see above"; fi
 
 # ---- bad input: a clear error and no model ----
 E=$TMPD/e
@@ -330,8 +673,18 @@ bad "unknown exclude-nodes name" 1 "quantize.exclude-nodes: the model has no nod
 	"source = float.onnx" "quantize = dynamic" "quantize.exclude-nodes = fc9"
 bad "unimplemented weight type is a rule error" 2 "quantize.weights = 'int4' is not valid: expected one of int8, uint8" \
 	"source = float.onnx" "quantize = dynamic" "quantize.weights = int4"
-bad "static qoperator is refused" 1 "quantize.format = qoperator is not implemented for quantize = static" \
-	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.format = qoperator"
+bad "qoperator with int8 activations and uint8 weights" 1 "quantize.format = qoperator with int8 activations needs int8 weights" \
+	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.format = qoperator" \
+	"quantize.activations = int8" "quantize.weights = uint8"
+bad "qoperator with nothing to quantize" 1 "nothing to quantize: none of the 5 nodes could be quantized \('fc1': excluded by quantize.exclude-ops" \
+	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.format = qoperator" \
+	"quantize.exclude-ops = MatMul"
+bad "16-bit activations need qdq" 1 "quantize.activations = int16/uint16 needs quantize.format = qdq" \
+	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.format = qoperator" \
+	"quantize.activations = int16"
+bad "qoperator ops list" 1 "quantize.ops: Add cannot be quantized by static QOperator quantization" \
+	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.format = qoperator" \
+	"quantize.ops = MatMul Add"
 bad "per-channel needs opset 13" 1 "quantize.per-channel needs opset >= 13.*opset 11" \
 	"source = cnn11.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.per-channel = true"
 bad "everything excluded is an error" 1 "nothing to quantize" \

@@ -7,7 +7,9 @@
  * adds the zero point and saturates, for int8, uint8, int16, uint16, int32
  * and the packed 4-bit int4/uint4 (low nibble first). The four float8
  * types divide and round to the nearest float8 value (saturating unless
- * saturate=0); float4 is refused by name. */
+ * saturate=0); float4 is refused by name. The com.microsoft forms of
+ * QuantizeLinear and DequantizeLinear (16-bit QDQ below opset 21) run on the
+ * same kernels. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -464,6 +466,52 @@ static int dynquant_run(RunCtx *c)
 	return 0;
 }
 
+/* ---- com.microsoft QuantizeLinear / DequantizeLinear ----
+ * onnxruntime's contrib forms, which its quantizer emits for 16-bit
+ * activations in models below opset 21: the attributes and semantics of
+ * the ONNX operators at opset 13 (scale, zero point, axis; int8, uint8,
+ * int16, uint16, int32). The kernels above run them with that opset. */
+
+#define MS_OPSET 13
+
+static int ms_quantize_infer(InferCtx *c)
+{
+	int64_t o = c->opset;
+	c->opset = MS_OPSET;
+	int r = quantize_infer(c);
+	c->opset = o;
+	return r;
+}
+
+static int ms_quantize_run(RunCtx *c)
+{
+	int64_t o = c->opset;
+	c->opset = MS_OPSET;
+	int r = quantize_run(c);
+	c->opset = o;
+	return r;
+}
+
+static int ms_dequantize_infer(InferCtx *c)
+{
+	int64_t o = c->opset;
+	c->opset = MS_OPSET;
+	int r = dequantize_infer(c);
+	c->opset = o;
+	return r;
+}
+
+static int ms_dequantize_run(RunCtx *c)
+{
+	int64_t o = c->opset;
+	c->opset = MS_OPSET;
+	int r = dequantize_run(c);
+	c->opset = o;
+	return r;
+}
+
+OPERATOR(com_microsoft, DequantizeLinear, 1, ms_dequantize_infer, ms_dequantize_run)
+OPERATOR(com_microsoft, QuantizeLinear, 1, ms_quantize_infer, ms_quantize_run)
 OPERATOR(ai_onnx, DequantizeLinear, 10, dequantize_infer, dequantize_run)
 OPERATOR(ai_onnx, DynamicQuantizeLinear, 11, dynquant_infer, dynquant_run)
 OPERATOR(ai_onnx, QuantizeLinear, 10, quantize_infer, quantize_run)

@@ -137,20 +137,28 @@ int qc_quant_weight(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, i
 	qg_add_init(g, q->qname, &out);
 	int prank = axis < 0 ? 0 : 1;
 	qg_add_values(g, q->sname, DT_FLOAT, prank, &nch, q->scales);
-	if (dtype == DT_INT8) {
-		int8_t *z = xmalloc(nch ? nch : 1);
-		for (int64_t c = 0; c < nch; c++)
-			z[c] = (int8_t)q->zps[c];
-		qg_add_values(g, q->zname, dtype, prank, &nch, z);
-		free(z);
-	} else {
-		uint8_t *z = xmalloc(nch ? nch : 1);
-		for (int64_t c = 0; c < nch; c++)
-			z[c] = (uint8_t)q->zps[c];
-		qg_add_values(g, q->zname, dtype, prank, &nch, z);
-		free(z);
-	}
+	qc_add_zp(g, q->zname, dtype, prank, &nch, q->zps, nch);
 	return 0;
+}
+
+void qc_add_zp(Onnx__GraphProto *g, const char *name, int dtype, int rank, const int64_t *dims,
+	       const int32_t *zps, int64_t n)
+{
+	void *buf = xcalloc(n ? (size_t)n : 1, 4);
+	for (int64_t i = 0; i < n; i++) {
+		if (dtype == DT_INT8)
+			((int8_t *)buf)[i] = (int8_t)zps[i];
+		else if (dtype == DT_UINT8)
+			((uint8_t *)buf)[i] = (uint8_t)zps[i];
+		else if (dtype == DT_INT16)
+			((int16_t *)buf)[i] = (int16_t)zps[i];
+		else if (dtype == DT_UINT16)
+			((uint16_t *)buf)[i] = (uint16_t)zps[i];
+		else
+			((int32_t *)buf)[i] = zps[i];
+	}
+	qg_add_values(g, name, dtype, rank, dims, buf);
+	free(buf);
 }
 
 void qc_weight_free(QWeight *q)

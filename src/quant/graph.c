@@ -23,6 +23,20 @@ Onnx__NodeProto *qg_node(const char *op, const char *name, size_t nin, const cha
 	return n;
 }
 
+void qg_import(Onnx__ModelProto *m, const char *domain, int64_t version)
+{
+	for (size_t i = 0; i < m->n_opset_import; i++)
+		if (!strcmp(m->opset_import[i]->domain ? m->opset_import[i]->domain : "", domain))
+			return;
+	Onnx__OperatorSetIdProto *o = xmalloc(sizeof *o);
+	onnx__operator_set_id_proto__init(o);
+	o->domain = xstrdup(domain);
+	o->has_version = 1;
+	o->version = version;
+	m->opset_import = xreallocarray(m->opset_import, m->n_opset_import + 1, sizeof *m->opset_import);
+	m->opset_import[m->n_opset_import++] = o;
+}
+
 void qg_attr_move(Onnx__NodeProto *n, Onnx__AttributeProto *attr)
 {
 	n->attribute = xreallocarray(n->attribute, n->n_attribute + 1, sizeof *n->attribute);
@@ -59,6 +73,16 @@ Onnx__TensorProto *qg_init(const Onnx__GraphProto *g, const char *name)
 		if (g->initializer[i]->name && !strcmp(g->initializer[i]->name, name))
 			return g->initializer[i];
 	return NULL;
+}
+
+char *qg_unique_name(const Onnx__GraphProto *g, const char *base)
+{
+	char *s = xstrdup(base);
+	for (int k = 2; qg_init(g, s); k++) {
+		free(s);
+		s = xasprintf("%s_%d", base, k);
+	}
+	return s;
 }
 
 void qg_add_init(Onnx__GraphProto *g, const char *name, Tensor *t)
@@ -104,18 +128,27 @@ int qg_has_consumer(const Onnx__GraphProto *g, const char *name, const Onnx__Nod
 	return 0;
 }
 
-static int has_subgraphs(const Onnx__GraphProto *g)
+/* does a node of g, or of a subgraph of its nodes at any depth, read name?
+ * (a body that defines name itself still counts: a harmless keep) */
+static int read_anywhere(const Onnx__GraphProto *g, const char *name)
 {
+	if (qg_has_consumer(g, name, NULL))
+		return 1;
 	for (size_t i = 0; i < g->n_node; i++)
-		for (size_t k = 0; k < g->node[i]->n_attribute; k++)
-			if (g->node[i]->attribute[k]->g || g->node[i]->attribute[k]->n_graphs)
+		for (size_t k = 0; k < g->node[i]->n_attribute; k++) {
+			const Onnx__AttributeProto *a = g->node[i]->attribute[k];
+			if (a->g && read_anywhere(a->g, name))
 				return 1;
+			for (size_t j = 0; j < a->n_graphs; j++)
+				if (read_anywhere(a->graphs[j], name))
+					return 1;
+		}
 	return 0;
 }
 
 void qg_drop_unused_init(Onnx__GraphProto *g, const char *name)
 {
-	if (qg_has_consumer(g, name, NULL) || qg_is_output(g, name) || has_subgraphs(g))
+	if (read_anywhere(g, name) || qg_is_output(g, name))
 		return;
 	for (size_t i = 0; i < g->n_initializer; i++)
 		if (g->initializer[i]->name && !strcmp(g->initializer[i]->name, name)) {

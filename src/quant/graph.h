@@ -14,6 +14,8 @@
 /* new node; inputs/outputs are copied ("" for an absent optional input) */
 Onnx__NodeProto *qg_node(const char *op, const char *name, size_t nin, const char *const *in,
 			 size_t nout, const char *const *out);
+/* import domain at version into m unless m imports it already */
+void qg_import(Onnx__ModelProto *m, const char *domain, int64_t version);
 void qg_attr_int(Onnx__NodeProto *n, const char *name, int64_t v);
 /* move attribute attr (taken from another node) onto n */
 void qg_attr_move(Onnx__NodeProto *n, Onnx__AttributeProto *attr);
@@ -23,6 +25,8 @@ void qg_set_input(Onnx__NodeProto *n, size_t i, const char *name);
 void qg_push(Onnx__NodeProto ***v, size_t *n, Onnx__NodeProto *node);
 /* the initializer called name, or NULL */
 Onnx__TensorProto *qg_init(const Onnx__GraphProto *g, const char *name);
+/* a name no initializer has: base, else base_2, base_3 ... (malloc'd) */
+char *qg_unique_name(const Onnx__GraphProto *g, const char *base);
 /* add t (ownership moves) as an initializer called name */
 void qg_add_init(Onnx__GraphProto *g, const char *name, Tensor *t);
 /* add a float scalar / 1-D float or integer initializer from values */
@@ -33,8 +37,8 @@ void qg_add_values(Onnx__GraphProto *g, const char *name, int dtype, int rank, c
 int qg_is_output(const Onnx__GraphProto *g, const char *name);
 /* does any node of the main graph read name? (except node skip) */
 int qg_has_consumer(const Onnx__GraphProto *g, const char *name, const Onnx__NodeProto *skip);
-/* remove initializer name when no node reads it and it is no graph output
- * (models with subgraphs keep everything: bodies may read it) */
+/* remove initializer name when no node reads it, in g or in any subgraph
+ * (If/Loop/Scan bodies see the outer scope), and it is no graph output */
 void qg_drop_unused_init(Onnx__GraphProto *g, const char *name);
 
 #endif

@@ -34,6 +34,9 @@ int qc_in_list(const char *const *list, const char *op);
 int qc_quant_weight(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, int dtype,
 		    int symmetric, int reduce_range, int axis, QWeight *q);
 void qc_weight_free(QWeight *q);
+/* add n zero points of dtype (8, 16 or 32 bits) as initializer name */
+void qc_add_zp(Onnx__GraphProto *g, const char *name, int dtype, int rank, const int64_t *dims,
+	       const int32_t *zps, int64_t n);
 
 void qc_report_node(QuantReport *rep, const Onnx__NodeProto *n, const char *status, const char *reason);
 void qc_report_tensor(QuantReport *rep, const char *name, int dtype, int64_t n, const float *scales,

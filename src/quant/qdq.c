@@ -5,9 +5,10 @@
  *   2. fold Relu/Clip into a quantized producer: the producer's output takes
  *      the Relu/Clip output's name (so its calibrated range, which starts at
  *      the clip point) and the Relu/Clip node goes;
- *   3. for every input of a quantized node: a weight (Conv/Gemm/MatMul
- *      input 1, an initializer) becomes W_quantized + DequantizeLinear; a
- *      Conv/Gemm bias, and the 1-D constant an Add adds to a quantized
+ *   3. for every input of a quantized node: a weight (Conv/ConvTranspose/
+ *      Gemm/MatMul input 1, an initializer) becomes W_quantized +
+ *      DequantizeLinear; 16-bit activation pairs below opset 21 are
+ *      com.microsoft nodes; a Conv/ConvTranspose/Gemm bias, and the 1-D constant an Add adds to a quantized
  *      MatMul's output (read by nothing else), becomes int32 with scale =
  *      input scale x weight scale, and that MatMul output is not rounded;
  *      any other float initializer is quantized with the activation type; a
@@ -22,22 +23,36 @@
 
 #include "onnx/node.h"
 #include "quant/internal.h"
+#include "quant/range.h"
 
+/* onnxruntime's QDQ registry, plus the activations and reductions its
+ * QOperator registry covers; sorted */
 const char *const quant_static_ops[] = {
-	"Add", "AveragePool", "Clip", "Concat", "Conv", "Flatten", "Gather", "Gemm", "GlobalAveragePool",
-	"MatMul", "MaxPool", "Mul", "Pad", "Relu", "Reshape", "Resize", "Sigmoid", "Softmax", "Split",
-	"Squeeze", "Transpose", "Unsqueeze", NULL,
+	"Add", "ArgMax", "AveragePool", "BatchNormalization", "Clip", "Concat", "Conv", "ConvTranspose",
+	"CumSum", "DepthToSpace", "Flatten", "Gather", "GatherElements", "Gemm", "GlobalAveragePool",
+	"GlobalMaxPool", "HardSigmoid", "InstanceNormalization", "LayerNormalization", "LeakyRelu", "MatMul",
+	"MaxPool", "Mul", "Pad", "ReduceMean", "Relu", "Reshape", "Resize", "Sigmoid", "Slice", "Softmax",
+	"SpaceToDepth", "Split", "Squeeze", "Tanh", "TopK", "Transpose", "Unsqueeze", "Where", NULL,
 };
 
-/* inputs quantized as activations: all, or only input 0 */
-static int quant_all_inputs(const char *op)
+/* is input i of op quantized as an activation? Every input of Add, Mul,
+ * Concat and MatMul, the two values of Where, else input 0 only: indices,
+ * shapes and the scale, bias, mean and variance of the normalizations stay
+ * float (as ORT's QDQNormalization leaves the statistics; an int32 bias
+ * with scale = input x scale means nothing after a normalization) */
+static int quant_input(const char *op, size_t i)
 {
-	return !strcmp(op, "Add") || !strcmp(op, "Mul") || !strcmp(op, "Concat") || !strcmp(op, "MatMul");
+	if (!strcmp(op, "Where"))
+		return i == 1 || i == 2;
+	if (!strcmp(op, "Add") || !strcmp(op, "Mul") || !strcmp(op, "Concat") || !strcmp(op, "MatMul"))
+		return 1;
+	return i == 0;
 }
 
 static int is_weight_op(const char *op)
 {
-	return !strcmp(op, "Conv") || !strcmp(op, "Gemm") || !strcmp(op, "MatMul");
+	return !strcmp(op, "Conv") || !strcmp(op, "ConvTranspose") || !strcmp(op, "Gemm") ||
+	       !strcmp(op, "MatMul");
 }
 
 typedef struct Act {
@@ -49,6 +64,7 @@ typedef struct Act {
 
 typedef struct Ctx {
 	Model *m;
+	const char *qdomain;     /* domain of 16-bit activation Q/DQ nodes */
 	Onnx__GraphProto *g;
 	const CalibStats *stats;
 	const QuantOpts *o;
@@ -78,17 +94,6 @@ static Onnx__NodeProto *producer(const Onnx__GraphProto *g, const char *name)
 	return NULL;
 }
 
-/* a name not yet used by any initializer: base, else base_2, base_3 ... */
-static char *unique_init(const Onnx__GraphProto *g, const char *base)
-{
-	char *s = xstrdup(base);
-	for (int k = 2; qg_init(g, s); k++) {
-		free(s);
-		s = xasprintf("%s_%d", base, k);
-	}
-	return s;
-}
-
 static Act *act_find(Ctx *c, const char *name)
 {
 	for (size_t i = 0; i < c->nacts; i++)
@@ -108,7 +113,7 @@ static Act *act_get(Ctx *c, const char *name)
 	if (!ts)
 		return NULL;
 	float lo, hi;
-	calib_range(c->stats, ts, c->o->method, c->o->percentile, &lo, &hi);
+	qr_range(c->stats, ts, c->o, &lo, &hi);
 	c->acts = xreallocarray(c->acts, c->nacts + 1, sizeof *c->acts);
 	a = &c->acts[c->nacts++];
 	memset(a, 0, sizeof *a);
@@ -119,20 +124,13 @@ static Act *act_get(Ctx *c, const char *name)
 	return a;
 }
 
-static void add_zp(Onnx__GraphProto *g, const char *name, int dtype, int rank, const int64_t *dims,
-		   const int32_t *zps, int64_t n)
+/* 16-bit Q/DQ below opset 21 are onnxruntime's com.microsoft forms */
+static void set_domain(Ctx *c, Onnx__NodeProto *n, int dtype)
 {
-	void *buf = xcalloc(n ? (size_t)n : 1, 4);
-	for (int64_t i = 0; i < n; i++) {
-		if (dtype == DT_INT8)
-			((int8_t *)buf)[i] = (int8_t)zps[i];
-		else if (dtype == DT_UINT8)
-			((uint8_t *)buf)[i] = (uint8_t)zps[i];
-		else
-			((int32_t *)buf)[i] = zps[i];
+	if ((dtype == DT_INT16 || dtype == DT_UINT16) && c->qdomain) {
+		free(n->domain);
+		n->domain = xstrdup(c->qdomain);
 	}
-	qg_add_values(g, name, dtype, rank, dims, buf);
-	free(buf);
 }
 
 /* the Q/DQ pair of activation a, appended to nodes */
@@ -142,10 +140,14 @@ static void place_pair(Ctx *c, Act *a, Onnx__NodeProto ***nodes, size_t *n)
 	char *qout = xasprintf("%s_QuantizeLinear_Output", a->name);
 	char *qn = xasprintf("%s_QuantizeLinear", a->name), *dqn = xasprintf("%s_DequantizeLinear", a->name);
 	qg_add_scalar_f(c->g, sname, a->p.scale);
-	add_zp(c->g, zname, a->p.dtype, 0, NULL, &a->p.zero_point, 1);
+	qc_add_zp(c->g, zname, a->p.dtype, 0, NULL, &a->p.zero_point, 1);
 	const char *qin[] = {a->name, sname, zname}, *dqin[] = {qout, sname, zname};
-	qg_push(nodes, n, qg_node("QuantizeLinear", qn, 3, qin, 1, (const char *const *)&qout));
-	qg_push(nodes, n, qg_node("DequantizeLinear", dqn, 3, dqin, 1, (const char *const *)&a->dq));
+	Onnx__NodeProto *q = qg_node("QuantizeLinear", qn, 3, qin, 1, (const char *const *)&qout);
+	Onnx__NodeProto *dq = qg_node("DequantizeLinear", dqn, 3, dqin, 1, (const char *const *)&a->dq);
+	set_domain(c, q, a->p.dtype);
+	set_domain(c, dq, a->p.dtype);
+	qg_push(nodes, n, q);
+	qg_push(nodes, n, dq);
 	a->done = 1;
 	free(sname);
 	free(zname);
@@ -155,11 +157,12 @@ static void place_pair(Ctx *c, Act *a, Onnx__NodeProto ***nodes, size_t *n)
 }
 
 static void push_dq(Ctx *c, const char *base, const char *qname, const char *sname, const char *zname,
-		    const char *out, int axis)
+		    const char *out, int axis, int dtype)
 {
 	char *nm = xasprintf("%s_DequantizeLinear", base);
 	const char *in[] = {qname, sname, zname};
 	Onnx__NodeProto *dq = qg_node("DequantizeLinear", nm, 3, in, 1, &out);
+	set_domain(c, dq, dtype);
 	if (axis >= 0)
 		qg_attr_int(dq, "axis", axis);
 	qg_push(&c->pre, &c->npre, dq);
@@ -182,7 +185,7 @@ static int quant_weight_input(Ctx *c, Onnx__NodeProto *n, size_t wi, int axis, Q
 	if (qc_quant_weight(c->m, c->g, w, wt, wt == DT_INT8, c->o->reduce_range, axis, &q) < 0)
 		return -1;
 	char *dqout = xasprintf("%s_DequantizeLinear_Output", name);
-	push_dq(c, name, q.qname, q.sname, q.zname, dqout, axis);
+	push_dq(c, name, q.qname, q.sname, q.zname, dqout, axis, wt);
 	qc_report_tensor(c->rep, name, wt, q.nch, q.scales, q.zps, axis);
 	c->wq = xreallocarray(c->wq, c->wdone.n + 1, sizeof *c->wq);
 	c->wq[c->wdone.n] = q;
@@ -219,14 +222,14 @@ static int quant_bias(Ctx *c, Onnx__NodeProto *n, size_t bi, float in_scale, con
 		q[i] = (int32_t)(v < -2147483647.0 ? -2147483647.0 : v > 2147483647.0 ? 2147483647.0 : v);
 	}
 	char *b1 = xasprintf("%s_quantized", name), *b2 = xasprintf("%s_scale", name), *b3 = xasprintf("%s_zero_point", name);
-	char *qn = unique_init(c->g, b1), *sn = unique_init(c->g, b2), *zn = unique_init(c->g, b3);
+	char *qn = qg_unique_name(c->g, b1), *sn = qg_unique_name(c->g, b2), *zn = qg_unique_name(c->g, b3);
 	int axis = nch > 1 ? 0 : -1;
 	int prank = axis < 0 ? 0 : 1;
 	qg_add_values(c->g, qn, DT_INT32, 1, &len, q);
 	qg_add_values(c->g, sn, DT_FLOAT, prank, &nch, scales);
-	add_zp(c->g, zn, DT_INT32, prank, &nch, zps, nch);
+	qc_add_zp(c->g, zn, DT_INT32, prank, &nch, zps, nch);
 	char *dqout = xasprintf("%s_DequantizeLinear_Output", qn);
-	push_dq(c, qn, qn, sn, zn, dqout, axis);
+	push_dq(c, qn, qn, sn, zn, dqout, axis, DT_INT32);
 	qc_report_tensor(c->rep, name, DT_INT32, nch, scales, zps, axis);
 	pv_push(&c->biases, xstrdup(name));
 	qg_set_input(n, bi, dqout);
@@ -258,7 +261,7 @@ static int quant_const_input(Ctx *c, Onnx__NodeProto *n, size_t i)
 	if (qc_quant_weight(c->m, c->g, qg_init(c->g, name), c->o->act_type, c->o->act_symmetric, 0, -1, &q) < 0)
 		return -1;
 	char *dqout = xasprintf("%s_DequantizeLinear_Output", name);
-	push_dq(c, name, q.qname, q.sname, q.zname, dqout, -1);
+	push_dq(c, name, q.qname, q.sname, q.zname, dqout, -1, c->o->act_type);
 	qc_report_tensor(c->rep, name, c->o->act_type, 1, q.scales, q.zps, -1);
 	c->wq = xreallocarray(c->wq, c->wdone.n + 1, sizeof *c->wq);
 	c->wq[c->wdone.n] = q;
@@ -315,12 +318,11 @@ static int quant_node(Ctx *c, Onnx__NodeProto *n)
 	int mb = matmul_bias(c, n);
 	if (mb != 0)
 		return mb;
-	size_t lim = quant_all_inputs(op) ? n->n_input : (n->n_input ? 1 : 0);
 	int any = 0;
 	Act *in0 = NULL;
-	for (size_t i = 0; i < lim; i++) {
+	for (size_t i = 0; i < n->n_input; i++) {
 		const char *name = node_input(n, i);
-		if (!name)
+		if (!name || !quant_input(op, i))
 			continue;
 		if (i == 1 && !strcmp(op, "MatMul") && is_float_init(c, name))
 			continue; /* the weight, below */
@@ -357,6 +359,8 @@ static int quant_node(Ctx *c, Onnx__NodeProto *n)
 		int64_t tb = 0;
 		if (!strcmp(op, "Conv"))
 			axis = 0;
+		else if (!strcmp(op, "ConvTranspose"))
+			axis = 1;  /* W is [C, M/group, k...]: output channels on axis 1 */
 		else if (!strcmp(op, "Gemm")) {
 			if (attr_int(n, "transB", 0, &tb) < 0)
 				return -1;
@@ -445,7 +449,8 @@ int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, Quan
 {
 	Onnx__GraphProto *g = m->proto->graph;
 	int64_t opset = model_opset(m->proto, "");
-	if (qc_check_not_quantized(g) < 0 || qc_check_lists(g, o, quant_static_ops, "static") < 0)
+	if (qc_check_not_quantized(g) < 0 || qc_check_lists(g, o, quant_static_ops, "static") < 0 ||
+	    qr_check(stats, o) < 0)
 		return -1;
 	if (opset < 10)
 		return error("static quantization needs opset >= 10 (QuantizeLinear); the model imports opset %lld",
@@ -454,6 +459,12 @@ int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, Quan
 		return error("quantize.per-channel needs opset >= 13 (DequantizeLinear with axis); the model imports opset %lld",
 			     (long long)opset);
 	Ctx c = {.m = m, .g = g, .stats = stats, .o = o, .rep = rep};
+	if ((o->act_type == DT_INT16 || o->act_type == DT_UINT16) && opset < 21) {
+		/* ONNX QuantizeLinear takes 16 bits from opset 21; raising the
+		 * model's opset would change other operators' semantics */
+		c.qdomain = "com.microsoft";
+		qg_import(m->proto, c.qdomain, 1);
+	}
 	size_t norig = g->n_node;
 	Onnx__NodeProto **orig = xcalloc(norig ? norig : 1, sizeof *orig);
 	char **status = xcalloc(norig ? norig : 1, sizeof *status);

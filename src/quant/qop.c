@@ -1,9 +1,719 @@
-/* qop.c — static quantization in QOperator form (QLinearConv,
- * QLinearMatMul, ...). Not written yet. */
+/* qop.c — static quantization in QOperator form (see quantize.h).
+ *
+ * One pass over the main graph in its (topological) order. A float tensor
+ * with calibration statistics gets a quantized twin (X_quantized, with
+ * X_scale and X_zero_point) and these nodes read and write twins:
+ *   - Conv becomes QLinearConv: weights per tensor or per output channel,
+ *     bias int32 with scale = input scale x weight scale;
+ *   - Gemm (transA = 0, constant B, 1-D or absent C) becomes Reshape to
+ *     [M, K, 1, 1], a 1x1 QLinearConv, Reshape back to [M, N]. onnxruntime
+ *     emits QGemm, a com.microsoft operator our interpreter does not run;
+ *     QLinearMatMul has no bias input, so the bias would be added in float
+ *     after rounding to a range nobody calibrated (the product before the
+ *     bias). The 1x1 QLinearConv is standard ONNX and takes the same int32
+ *     bias (alpha is folded into the weights, beta into the bias);
+ *   - MatMul of a 2-D input and a constant, read only by an Add of a
+ *     constant bias (an exported Linear layer), becomes the same 1x1
+ *     QLinearConv with that bias in int32: the product is not rounded before
+ *     the bias, as in the QDQ form; any other MatMul becomes QLinearMatMul
+ *     (weights per tensor: per-column scales are not part of QLinearMatMul
+ *     before opset 21);
+ *   - MaxPool (opset >= 12), Reshape, Transpose, Flatten (opset >= 9),
+ *     Squeeze, Unsqueeze, Slice, Gather, Split, and Concat of twins with
+ *     one scale and zero point, whose input is already a twin, run on the
+ *     8-bit tensors and pass the scale and zero point on: they only move
+ *     values;
+ *   - a Relu/Clip that alone reads the output of a converted Conv, Gemm or
+ *     MatMul folds into that output's range, as in the QDQ form.
+ * QuantizeLinear makes a twin where a quantized region starts (once per
+ * tensor); DequantizeLinear gives the float tensor back, under its own
+ * name, where a float node or a graph output reads it, as onnxruntime's
+ * QOperator output does. Add, Mul, AveragePool, Concat with differing
+ * scales ... stay float: their QLinear forms are com.microsoft operators
+ * our interpreter does not run. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/node.h"
 #include "quant/internal.h"
+#include "quant/range.h"
+
+static const char *const qop_ops[] = {
+	"Clip", "Concat", "Conv", "Flatten", "Gather", "Gemm", "MatMul", "MaxPool", "Relu", "Reshape", "Slice",
+	"Split", "Squeeze", "Transpose", "Unsqueeze", NULL,
+};
+
+typedef struct QVal {
+	char *name;        /* the float tensor */
+	char *q, *s, *z;   /* its twin and the twin's scale and zero point */
+	QParams p;
+	int has_float;     /* the float tensor is in the new graph */
+} QVal;
+
+typedef struct Ctx {
+	Model *m;
+	Onnx__GraphProto *g;
+	const CalibStats *stats;
+	const QuantOpts *o;
+	QuantReport *rep;
+	int64_t opset;
+	Onnx__NodeProto **orig;   /* the original nodes */
+	size_t norig;
+	const char **status;      /* per original node: NULL (float), "quantized", "folded" */
+	int *kept;                /* per original node: it is in the new list */
+	QVal **vals;              /* each malloc'd: pointers stay valid */
+	size_t nvals;
+	Onnx__NodeProto **out;    /* the new node list */
+	size_t nout;
+	PtrVec wkeys;             /* weights quantized so far ... */
+	QWeight *wq;              /* ... and their parameters */
+	int *wkind;               /* ... and how: per-channel 0/1, +8 in the [N, K, 1, 1]
+				     layout of Gemm, +2 more when B was transposed */
+	struct Range {            /* activation parameters chosen so far (entropy is slow) */
+		char *name;
+		int ok;
+		QParams p;
+	} *ranges;
+	size_t nranges;
+	PtrVec replaced;          /* float initializers that may have lost their readers */
+} Ctx;
+
+static QVal *val_find(Ctx *c, const char *name)
+{
+	for (size_t i = 0; i < c->nvals; i++)
+		if (!strcmp(c->vals[i]->name, name))
+			return c->vals[i];
+	return NULL;
+}
+
+/* a new twin of name; with s == NULL its scale and zero point become
+ * initializers, else it shares s and z (a type-generic node's output) */
+static QVal *val_add(Ctx *c, const char *name, QParams p, int has_float, const char *s, const char *z)
+{
+	QVal *v = xcalloc(1, sizeof *v);
+	c->vals = xreallocarray(c->vals, c->nvals + 1, sizeof *c->vals);
+	c->vals[c->nvals++] = v;
+	char *b = xasprintf("%s_quantized", name);
+	v->name = xstrdup(name);
+	v->q = qg_unique_name(c->g, b);
+	v->p = p;
+	v->has_float = has_float;
+	free(b);
+	if (s) {
+		v->s = xstrdup(s);
+		v->z = xstrdup(z);
+	} else {
+		char *bs = xasprintf("%s_scale", name), *bz = xasprintf("%s_zero_point", name);
+		v->s = qg_unique_name(c->g, bs);
+		v->z = qg_unique_name(c->g, bz);
+		qg_add_scalar_f(c->g, v->s, p.scale);
+		qc_add_zp(c->g, v->z, p.dtype, 0, NULL, &p.zero_point, 1);
+		free(bs);
+		free(bz);
+	}
+	qc_report_tensor(c->rep, name, p.dtype, 1, &p.scale, &p.zero_point, -1);
+	return v;
+}
+
+/* activation parameters of computed tensor name; 0 without statistics */
+static int act_params(Ctx *c, const char *name, QParams *p)
+{
+	for (size_t i = 0; i < c->nranges; i++)
+		if (!strcmp(c->ranges[i].name, name)) {
+			*p = c->ranges[i].p;
+			return c->ranges[i].ok;
+		}
+	const TensorStats *ts = qg_init(c->g, name) ? NULL : calib_find(c->stats, name);
+	struct Range r = {.name = xstrdup(name), .ok = ts != NULL};
+	if (ts) {
+		float lo, hi;
+		qr_range(c->stats, ts, c->o, &lo, &hi);
+		r.p = qparams_compute(lo, hi, c->o->act_type, c->o->act_symmetric, 0);
+	}
+	c->ranges = xreallocarray(c->ranges, c->nranges + 1, sizeof *c->ranges);
+	c->ranges[c->nranges++] = r;
+	*p = r.p;
+	return r.ok;
+}
+
+static int can_twin(Ctx *c, const char *name)
+{
+	QParams p;
+	return name && (val_find(c, name) || act_params(c, name, &p));
+}
+
+static void emit(Ctx *c, const char *op, const char *base, const char *suffix, size_t nin,
+		 const char *const *in, const char *out)
+{
+	char *nm = xasprintf("%s_%s", base, suffix);
+	qg_push(&c->out, &c->nout, qg_node(op, nm, nin, in, 1, &out));
+	free(nm);
+}
+
+/* the twin of name (can_twin holds), made here by a QuantizeLinear when the
+ * quantized region starts at name */
+static QVal *twin(Ctx *c, const char *name)
+{
+	QVal *v = val_find(c, name);
+	if (v)
+		return v;
+	QParams p;
+	act_params(c, name, &p);
+	v = val_add(c, name, p, 1, NULL, NULL);
+	const char *in[] = {name, v->s, v->z};
+	emit(c, "QuantizeLinear", name, "QuantizeLinear", 3, in, v->q);
+	return v;
+}
+
+/* the float tensor name exists from here on: a DequantizeLinear of its twin */
+static void need_float(Ctx *c, const char *name)
+{
+	QVal *v = val_find(c, name);
+	if (!v || v->has_float)
+		return;
+	const char *in[] = {v->q, v->s, v->z};
+	emit(c, "DequantizeLinear", name, "DequantizeLinear", 3, in, name);
+	v->has_float = 1;
+}
+
+static size_t orig_index(Ctx *c, const Onnx__NodeProto *n)
+{
+	for (size_t i = 0; i < c->norig; i++)
+		if (c->orig[i] == n)
+			return i;
+	return c->norig;
+}
+
+/* the single original node reading name, or NULL */
+static Onnx__NodeProto *sole_reader(Ctx *c, const char *name)
+{
+	Onnx__NodeProto *r = NULL;
+	for (size_t i = 0; i < c->norig; i++)
+		for (size_t k = 0; k < c->orig[i]->n_input; k++)
+			if (!strcmp(c->orig[i]->input[k], name)) {
+				if (r && r != c->orig[i])
+					return NULL;
+				r = c->orig[i];
+			}
+	return r;
+}
+
+/* the output of node n as quantized: its own name, or that of a Relu/Clip
+ * folded into it (marked "folded"); 0 without statistics */
+static int out_target(Ctx *c, Onnx__NodeProto *n, const char **y, QParams *p)
+{
+	*y = n->output[0];
+	Onnx__NodeProto *r = qg_is_output(c->g, *y) ? NULL : sole_reader(c, *y);
+	if (r && (!strcmp(r->op_type, "Relu") || !strcmp(r->op_type, "Clip")) && r->n_output == 1 &&
+	    !strcmp(r->input[0], *y) && !qc_excluded(r, c->o) && act_params(c, r->output[0], p)) {
+		*y = r->output[0];
+		c->status[orig_index(c, r)] = "folded";
+		return 1;
+	}
+	return act_params(c, *y, p);
+}
+
+/* weight proto w, quantized once per key; kind: see Ctx. 0 with *why when
+ * the weight is already quantized another way */
+static int weight(Ctx *c, const char *key, const Onnx__TensorProto *w, int axis, int kind, QWeight **q,
+		  const char **why)
+{
+	for (size_t i = 0; i < c->wkeys.n; i++)
+		if (!strcmp(c->wkeys.v[i], key)) {
+			*q = &c->wq[i];
+			if (c->wkind[i] != kind)
+				*why = "its weight is shared with a node that quantizes it another way";
+			return c->wkind[i] == kind;
+		}
+	int wt = c->o->weight_type;
+	QWeight r;
+	/* uint8 per channel is symmetric too: onnxruntime's QLinearConv wants one zero point */
+	if (qc_quant_weight(c->m, c->g, w, wt, wt == DT_INT8 || axis >= 0, c->o->reduce_range, axis, &r) < 0)
+		return -1;
+	qc_report_tensor(c->rep, key, wt, r.nch, r.scales, r.zps, axis);
+	c->wq = xreallocarray(c->wq, c->wkeys.n + 1, sizeof *c->wq);
+	c->wkind = xreallocarray(c->wkind, c->wkeys.n + 1, sizeof *c->wkind);
+	c->wq[c->wkeys.n] = r;
+	c->wkind[c->wkeys.n] = kind;
+	*q = &c->wq[c->wkeys.n];
+	pv_push(&c->wkeys, xstrdup(key));
+	pv_push(&c->replaced, xstrdup(key));
+	return 1;
+}
+
+/* a float initializer of numel n (n < 0: any), read as a tensor; 0 when not */
+static int float_const(Ctx *c, const char *name, int64_t n, Tensor *t)
+{
+	const Onnx__TensorProto *p = name ? qg_init(c->g, name) : NULL;
+	if (!p || p->data_type != DT_FLOAT)
+		return 0;
+	if (tensor_from_proto(c->m, p, t) < 0)
+		return -1;
+	if (n >= 0 && t->numel != n) {
+		tensor_free(t);
+		return 0;
+	}
+	return 1;
+}
+
+/* int32 bias b (numel M) x beta with scale = xs x weight scale; its name */
+static char *bias_q(Ctx *c, const char *name, const Tensor *b, float beta, float xs, const QWeight *w)
+{
+	int64_t m = b->numel;
+	int32_t *q = xmalloc((size_t)(m ? m : 1) * sizeof *q);
+	float *sc = xmalloc((size_t)w->nch * sizeof *sc);
+	int32_t *zp = xcalloc((size_t)w->nch, sizeof *zp);
+	for (int64_t k = 0; k < w->nch; k++)
+		sc[k] = xs * w->scales[k];
+	for (int64_t i = 0; i < m; i++) {
+		double v = nearbyint((double)beta * ((const float *)b->data)[i] / sc[w->nch > 1 ? i : 0]);
+		q[i] = (int32_t)(v < -2147483647.0 ? -2147483647.0 : v > 2147483647.0 ? 2147483647.0 : v);
+	}
+	char *base = xasprintf("%s_quantized", name), *qn = qg_unique_name(c->g, base);
+	qg_add_values(c->g, qn, DT_INT32, 1, &m, q);
+	qc_report_tensor(c->rep, name, DT_INT32, w->nch, sc, zp, w->nch > 1 ? 0 : -1);
+	pv_push(&c->replaced, xstrdup(name));
+	free(base);
+	free(q);
+	free(sc);
+	free(zp);
+	return qn;
+}
+
+/* QLinearConv(x, w, bias) -> y; attributes moved from n (may be NULL) */
+static Onnx__NodeProto *qlinearconv(Ctx *c, const char *base, QVal *x, const QWeight *w, const char *bias,
+				    QVal *y, const char *yq, Onnx__NodeProto *n)
+{
+	const char *in[] = {x->q, x->s, x->z, w->qname, w->sname, w->zname, y->s, y->z, bias};
+	char *nm = xasprintf("%s_quant", base);
+	Onnx__NodeProto *qc = qg_node("QLinearConv", nm, bias ? 9 : 8, in, 1, &yq);
+	free(nm);
+	for (size_t i = 0; n && i < n->n_attribute; i++)
+		qg_attr_move(qc, n->attribute[i]);
+	if (n) {
+		free(n->attribute);
+		n->attribute = NULL;
+		n->n_attribute = 0;
+	}
+	return qc;
+}
+
+static const char *base_of(const Onnx__NodeProto *n)
+{
+	return n->name && *n->name ? n->name : n->output[0];
+}
+
+/* Conv -> QLinearConv; 1 done, 0 not (*why), -1 error */
+static int do_conv(Ctx *c, Onnx__NodeProto *n, const char **why)
+{
+	const char *x = node_input(n, 0), *w = node_input(n, 1), *b = node_input(n, 2), *y;
+	const Onnx__TensorProto *wp = w ? qg_init(c->g, w) : NULL;
+	QParams yp;
+	Tensor bt = {0};
+	if (!wp || wp->data_type != DT_FLOAT || wp->n_dims < 3 || !can_twin(c, x))
+		return *why = "its weight is not a float initializer or its input has no statistics", 0;
+	int rb = b ? float_const(c, b, wp->dims[0], &bt) : 1;
+	if (rb <= 0)
+		return rb < 0 ? -1 : (*why = "its bias is not a float initializer of one value per channel", 0);
+	QWeight *q;
+	int r = out_target(c, n, &y, &yp) ? weight(c, w, wp, c->o->per_channel ? 0 : -1, c->o->per_channel, &q, why)
+					   : (*why = "no calibration statistics for its output", 0);
+	if (r <= 0) {
+		tensor_free(&bt);
+		return r;
+	}
+	QVal *xv = twin(c, x);
+	char *bq = b ? bias_q(c, b, &bt, 1.0f, xv->p.scale, q) : NULL;
+	QVal *yv = val_add(c, y, yp, 0, NULL, NULL);
+	qg_push(&c->out, &c->nout, qlinearconv(c, base_of(n), xv, q, bq, yv, yv->q, n));
+	free(bq);
+	tensor_free(&bt);
+	return 1;
+}
+
+/* the weight of Gemm as [N, K, 1, 1] x alpha, as a proto named name */
+static Onnx__TensorProto *gemm_weight(Ctx *c, const Onnx__TensorProto *bp, int64_t tb, float alpha)
+{
+	Tensor b = {0}, w = {0};
+	if (tensor_from_proto(c->m, bp, &b) < 0)
+		return NULL;
+	int64_t k = tb ? b.dims[1] : b.dims[0], n = tb ? b.dims[0] : b.dims[1];
+	int64_t dims[] = {n, k, 1, 1};
+	if (tensor_alloc(&w, DT_FLOAT, 4, dims) < 0) {
+		tensor_free(&b);
+		return NULL;
+	}
+	const float *s = b.data;
+	float *d = w.data;
+	for (int64_t i = 0; i < n; i++)
+		for (int64_t j = 0; j < k; j++)
+			d[i * k + j] = alpha * (tb ? s[i * k + j] : s[j * n + i]);
+	Onnx__TensorProto *p = tensor_to_proto(&w, bp->name);
+	tensor_free(&b);
+	tensor_free(&w);
+	return p;
+}
+
+static void add_shape(Ctx *c, const char *name, int64_t n, const int64_t *v)
+{
+	qg_add_values(c->g, name, DT_INT64, 1, &n, v);
+}
+
+/* x [M, K] times B (transposed when tb) x alpha plus C x beta (cn: C's
+ * name or NULL) as Reshape, 1x1 QLinearConv, Reshape into y; 1, 0 (*why), -1 */
+static int conv1x1(Ctx *c, const Onnx__NodeProto *n, const char *x, const Onnx__TensorProto *bp, int64_t tb,
+		   float alpha, const char *cn, const Tensor *ct, float beta, const char *y, QParams yp,
+		   const char **why)
+{
+	Onnx__TensorProto *wp = gemm_weight(c, bp, tb, alpha);
+	QWeight *q;
+	int r = wp ? weight(c, bp->name, wp, c->o->per_channel ? 0 : -1, 8 + c->o->per_channel + 2 * (int)tb, &q, why)
+		   : -1;
+	if (wp)
+		onnx__tensor_proto__free_unpacked(wp, NULL);
+	if (r <= 0)
+		return r;
+	QVal *xv = twin(c, x);
+	char *bq = cn ? bias_q(c, cn, ct, beta, xv->p.scale, q) : NULL;
+	QVal *yv = val_add(c, y, yp, 0, NULL, NULL);
+	const char *base = base_of(n);
+	char *s4 = xasprintf("%s_shape_4d", base), *s2 = xasprintf("%s_shape_2d", base);
+	char *n4 = qg_unique_name(c->g, s4), *n2 = qg_unique_name(c->g, s2);
+	/* n's own output names the 4-D tensors: unique, and no longer produced */
+	char *x4 = xasprintf("%s_conv_input", n->output[0]), *y4 = xasprintf("%s_conv_output", n->output[0]);
+	static const int64_t to4[] = {0, 0, 1, 1}, to2[] = {0, 0};
+	add_shape(c, n4, 4, to4);
+	add_shape(c, n2, 2, to2);
+	const char *rin[] = {xv->q, n4}, *rout[] = {y4, n2};
+	emit(c, "Reshape", base, "to_4d", 2, rin, x4);
+	QVal x4v = *xv;
+	x4v.q = x4;
+	qg_push(&c->out, &c->nout, qlinearconv(c, base, &x4v, q, bq, yv, y4, NULL));
+	emit(c, "Reshape", base, "to_2d", 2, rout, yv->q);
+	free(s4);
+	free(s2);
+	free(n4);
+	free(n2);
+	free(x4);
+	free(y4);
+	free(bq);
+	return 1;
+}
+
+/* Gemm -> Reshape, 1x1 QLinearConv, Reshape (see the top); 1, 0 (*why), -1 */
+static int do_gemm(Ctx *c, Onnx__NodeProto *n, const char **why)
+{
+	const char *x = node_input(n, 0), *bn = node_input(n, 1), *cn = node_input(n, 2), *y;
+	const Onnx__TensorProto *bp = bn ? qg_init(c->g, bn) : NULL;
+	int64_t ta, tb;
+	float alpha, beta;
+	if (attr_int(n, "transA", 0, &ta) < 0 || attr_int(n, "transB", 0, &tb) < 0 ||
+	    attr_float(n, "alpha", 1.0f, &alpha) < 0 || attr_float(n, "beta", 1.0f, &beta) < 0)
+		return -1;
+	if (ta || !bp || bp->data_type != DT_FLOAT || bp->n_dims != 2 || !can_twin(c, x))
+		return *why = "transA is set, B is not a 2-D float initializer or A has no statistics", 0;
+	Tensor ct = {0};
+	int rc = cn ? float_const(c, cn, tb ? bp->dims[0] : bp->dims[1], &ct) : 1;
+	if (rc <= 0)
+		return rc < 0 ? -1 : (*why = "C is not a float initializer of one value per output column", 0);
+	QParams yp;
+	int r = out_target(c, n, &y, &yp) ? conv1x1(c, n, x, bp, tb, alpha, cn, &ct, beta, y, yp, why)
+					   : (*why = "no calibration statistics for its output", 0);
+	tensor_free(&ct);
+	return r;
+}
+
+/* the rank recorded for tensor name (graph input, output, value_info), or -1 */
+static int known_rank(const Onnx__GraphProto *g, const char *name)
+{
+	Onnx__ValueInfoProto **lists[] = {g->input, g->value_info, g->output};
+	size_t lens[] = {g->n_input, g->n_value_info, g->n_output};
+	for (int l = 0; l < 3; l++)
+		for (size_t i = 0; i < lens[l]; i++) {
+			const Onnx__ValueInfoProto *vi = lists[l][i];
+			if (!vi->name || strcmp(vi->name, name) || !vi->type ||
+			    vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type->shape)
+				continue;
+			return (int)vi->type->tensor_type->shape->n_dim;
+		}
+	return -1;
+}
+
+/* MatMul(A [M, K], constant B [K, N]) read only by Add(., constant of N
+ * values), as exported Linear layers are: one 1x1 QLinearConv with the
+ * constant as its int32 bias, so the product is not rounded before the
+ * bias (the Add is marked folded). 1, 0 (not this pattern or *why), -1 */
+static int matmul_add(Ctx *c, Onnx__NodeProto *n, const Onnx__TensorProto *bp, const char **why)
+{
+	const char *a = node_input(n, 0), *y0 = n->output[0], *y;
+	Onnx__NodeProto *ad = qg_is_output(c->g, y0) ? NULL : sole_reader(c, y0);
+	if (!ad || strcmp(ad->op_type, "Add") || ad->n_input != 2 || ad->n_output != 1 || qc_excluded(ad, c->o) ||
+	    bp->n_dims != 2 || known_rank(c->g, a) != 2)
+		return 0;
+	const char *cn = !strcmp(ad->input[0], y0) ? ad->input[1] : ad->input[0];
+	const Onnx__TensorProto *cp = qg_init(c->g, cn);
+	if (!strcmp(cn, y0) || !cp || cp->n_dims < 1 || cp->n_dims > 2 || cp->dims[cp->n_dims - 1] != bp->dims[1])
+		return 0;
+	Tensor ct = {0};
+	int rc = float_const(c, cn, bp->dims[1], &ct);
+	if (rc <= 0)
+		return rc;
+	QParams yp;
+	int r = 0;
+	size_t ai = orig_index(c, ad);
+	const char *st = c->status[ai];
+	if (out_target(c, ad, &y, &yp)) {
+		c->status[ai] = "folded";
+		r = conv1x1(c, n, a, bp, 0, 1.0f, cn, &ct, 1.0f, y, yp, why);
+		if (r == 0) { /* the Add and what out_target folded after it stay */
+			c->status[ai] = st;
+			for (size_t i = 0; i < c->norig; i++)
+				if (c->status[i] && !strcmp(c->status[i], "folded") && c->orig[i]->n_input &&
+				    !strcmp(c->orig[i]->input[0], ad->output[0]))
+					c->status[i] = NULL;
+		}
+	}
+	tensor_free(&ct);
+	return r;
+}
+
+/* MatMul -> QLinearMatMul; 1, 0 (*why), -1 */
+static int do_matmul(Ctx *c, Onnx__NodeProto *n, const char **why)
+{
+	const char *a = node_input(n, 0), *b = node_input(n, 1), *y;
+	const Onnx__TensorProto *bp = b ? qg_init(c->g, b) : NULL;
+	int bconst = bp && bp->data_type == DT_FLOAT;
+	QParams yp;
+	if (!can_twin(c, a) || (!bconst && !can_twin(c, b)))
+		return *why = "an input has no statistics and is no float initializer", 0;
+	if (bconst) {
+		int r = matmul_add(c, n, bp, why);
+		if (r != 0)
+			return r;
+	}
+	if (!out_target(c, n, &y, &yp))
+		return *why = "no calibration statistics for its output", 0;
+	QWeight *q = NULL;
+	if (bconst) {
+		int r = weight(c, b, bp, -1, 0, &q, why);
+		if (r <= 0)
+			return r;
+	}
+	QVal *av = twin(c, a), *bv = bconst ? NULL : twin(c, b);
+	QVal *yv = val_add(c, y, yp, 0, NULL, NULL);
+	const char *in[] = {av->q, av->s, av->z, q ? q->qname : bv->q, q ? q->sname : bv->s,
+			    q ? q->zname : bv->z, yv->s, yv->z};
+	char *nm = xasprintf("%s_quant", base_of(n));
+	qg_push(&c->out, &c->nout, qg_node("QLinearMatMul", nm, 8, in, 1, (const char *const *)&yv->q));
+	free(nm);
+	return 1;
+}
+
+/* a type-generic node on twins: it runs on the 8-bit tensors, its outputs
+ * keep the input's scale and zero point. Its data inputs: every input of
+ * Concat (all with the same scale and zero point), else input 0 */
+static int do_generic(Ctx *c, Onnx__NodeProto *n, const char **why)
+{
+	const char *op = n->op_type;
+	int concat = !strcmp(op, "Concat");
+	QVal *xv = n->n_input ? val_find(c, n->input[0]) : NULL;
+	if (!xv)
+		return *why = "its input is not quantized (type-generic operators only continue a quantized region)", 0;
+	for (size_t i = 1; concat && i < n->n_input; i++) {
+		QVal *v = val_find(c, n->input[i]);
+		if (!v || v->p.scale != xv->p.scale || v->p.zero_point != xv->p.zero_point || v->p.dtype != xv->p.dtype)
+			return *why = "its inputs are not all quantized with one scale and zero point", 0;
+	}
+	if ((n->n_output != 1 && strcmp(op, "Split")) || (!strcmp(op, "MaxPool") && c->opset < 12) ||
+	    (!strcmp(op, "Flatten") && c->opset < 9))
+		return *why = "the operator has no 8-bit form at this opset, or a second output", 0;
+	for (size_t i = 0; i < (concat ? n->n_input : 1); i++)
+		qg_set_input(n, i, val_find(c, n->input[i])->q);
+	for (size_t k = 0; k < n->n_output; k++) {
+		if (!*n->output[k])
+			continue;
+		QVal *yv = val_add(c, n->output[k], xv->p, 0, xv->s, xv->z);
+		free(n->output[k]);
+		n->output[k] = xstrdup(yv->q);
+	}
+	c->kept[orig_index(c, n)] = 1;
+	qg_push(&c->out, &c->nout, n);
+	return 1;
+}
+
+static int has_subgraph(const Onnx__NodeProto *n)
+{
+	for (size_t k = 0; k < n->n_attribute; k++)
+		if (n->attribute[k]->g || n->attribute[k]->n_graphs)
+			return 1;
+	return 0;
+}
+
+/* one original node: converted (1), kept in float (0, *why), -1 error */
+static int step(Ctx *c, Onnx__NodeProto *n, const char **why)
+{
+	const char *op = n->op_type;
+	const char **before = xmalloc((c->norig ? c->norig : 1) * sizeof *before);
+	memcpy(before, c->status, c->norig * sizeof *before);
+	int r = 0;
+	if (!strcmp(op, "Conv"))
+		r = do_conv(c, n, why);
+	else if (!strcmp(op, "Gemm"))
+		r = do_gemm(c, n, why);
+	else if (!strcmp(op, "MatMul"))
+		r = do_matmul(c, n, why);
+	else if (strcmp(op, "Relu") && strcmp(op, "Clip"))
+		r = do_generic(c, n, why);
+	else
+		*why = "kept in float: it does not follow a quantized Conv, Gemm or MatMul as their output's sole reader";
+	if (r <= 0) /* a fold tried above is off */
+		memcpy(c->status, before, c->norig * sizeof *before);
+	free(before);
+	return r;
+}
+
+/* a float node: the float tensors it reads exist before it */
+static void keep_float(Ctx *c, Onnx__NodeProto *n)
+{
+	if (has_subgraph(n))
+		for (size_t i = 0; i < c->nvals; i++)
+			need_float(c, c->vals[i]->name);
+	for (size_t i = 0; i < n->n_input; i++)
+		if (*n->input[i])
+			need_float(c, n->input[i]);
+	c->kept[orig_index(c, n)] = 1;
+	qg_push(&c->out, &c->nout, n);
+}
+
+static void ctx_free(Ctx *c)
+{
+	for (size_t i = 0; i < c->nvals; i++) {
+		free(c->vals[i]->name);
+		free(c->vals[i]->q);
+		free(c->vals[i]->s);
+		free(c->vals[i]->z);
+		free(c->vals[i]);
+	}
+	free(c->vals);
+	for (size_t i = 0; i < c->wkeys.n; i++) {
+		free(c->wkeys.v[i]);
+		qc_weight_free(&c->wq[i]);
+	}
+	pv_free(&c->wkeys);
+	free(c->wq);
+	free(c->wkind);
+	for (size_t i = 0; i < c->replaced.n; i++)
+		free(c->replaced.v[i]);
+	pv_free(&c->replaced);
+	for (size_t i = 0; i < c->nranges; i++)
+		free(c->ranges[i].name);
+	free(c->ranges);
+	for (size_t i = 0; i < c->nout; i++)
+		onnx__node_proto__free_unpacked(c->out[i], NULL);
+	free(c->out);
+}
+
+static int check_opts(const Onnx__GraphProto *g, int64_t opset, const QuantOpts *o, const CalibStats *s)
+{
+	if (qc_check_not_quantized(g) < 0 || qc_check_lists(g, o, qop_ops, "static QOperator") < 0 ||
+	    qr_check(s, o) < 0)
+		return -1;
+	if (opset < 10)
+		return error("static quantization needs opset >= 10 (QLinearConv, QLinearMatMul); the model imports opset %lld",
+			     (long long)opset);
+	if (o->act_type != DT_INT8 && o->act_type != DT_UINT8)
+		return error("quantize.format = qoperator quantizes activations to int8 or uint8 only; use qdq for 16 bits");
+	if (o->act_type == DT_INT8 && o->weight_type == DT_UINT8)
+		return error("quantize.format = qoperator with int8 activations needs int8 weights: onnxruntime has no QLinearConv/QLinearMatMul for int8 inputs with uint8 weights");
+	return 0;
+}
+
+/* "nothing to quantize" naming up to three distinct reasons */
+static int nothing_error(Ctx *c, char **why)
+{
+	StrBuf sb = {0};
+	char lab[256];
+	size_t shown = 0;
+	for (size_t i = 0; i < c->norig && shown < 3; i++) {
+		if (!why[i] || strstr(sb.buf ? sb.buf : "", why[i]))
+			continue;
+		sb_printf(&sb, "%s'%s': %s", shown ? "; " : "", node_label(c->orig[i], lab, sizeof lab), why[i]);
+		shown++;
+	}
+	int r = error("nothing to quantize: none of the %zu nodes could be quantized (%s)", c->norig,
+		      sb.len ? sb.buf : "the graph has no nodes");
+	sb_release(&sb);
+	return r;
+}
 
 int quant_static_qoperator(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep)
 {
-	(void)m, (void)stats, (void)o, (void)rep;
-	return error("quantize.format = qoperator is not implemented yet for quantize = static: use qdq");
+	Onnx__GraphProto *g = m->proto->graph;
+	int64_t opset = model_opset(m->proto, "");
+	if (check_opts(g, opset, o, stats) < 0)
+		return -1;
+	Ctx c = {.m = m, .g = g, .stats = stats, .o = o, .rep = rep, .opset = opset, .norig = g->n_node};
+	c.orig = xcalloc(c.norig ? c.norig : 1, sizeof *c.orig);
+	memcpy(c.orig, g->node, c.norig * sizeof *c.orig);
+	c.status = xcalloc(c.norig ? c.norig : 1, sizeof *c.status);
+	c.kept = xcalloc(c.norig ? c.norig : 1, sizeof *c.kept);
+	char **why = xcalloc(c.norig ? c.norig : 1, sizeof *why);
+	char lab[256];
+	int r = 0;
+	size_t nq = 0;
+	for (size_t i = 0; r == 0 && i < c.norig; i++) {
+		Onnx__NodeProto *n = c.orig[i];
+		const char *ex = qc_excluded(n, o), *w = NULL;
+		if (c.status[i]) /* folded */
+			continue;
+		if (!qc_in_list(qop_ops, n->op_type))
+			why[i] = xasprintf("no static QOperator quantization for %s", n->op_type);
+		else if (ex)
+			why[i] = xstrdup(ex);
+		else if ((r = step(&c, n, &w)) < 0)
+			r = error_prefix("node '%s'", node_label(n, lab, sizeof lab));
+		else if (r == 1) {
+			c.status[i] = "quantized";
+			nq++;
+			r = 0;
+			continue;
+		} else
+			why[i] = xstrdup(w);
+		if (r == 0)
+			keep_float(&c, n);
+	}
+	for (size_t i = 0; r == 0 && i < g->n_output; i++)
+		need_float(&c, g->output[i]->name);
+	if (r == 0 && nq == 0)
+		r = nothing_error(&c, why);
+	if (r == 0) {
+		free(g->node);
+		g->node = c.out;
+		g->n_node = c.nout;
+		c.out = NULL;
+		c.nout = 0;
+		for (size_t i = 0; i < c.replaced.n; i++)
+			qg_drop_unused_init(g, c.replaced.v[i]);
+	} else {
+		/* g->node still owns every original: c.out gives them back */
+		size_t k = 0;
+		for (size_t i = 0; i < c.nout; i++)
+			if (orig_index(&c, c.out[i]) == c.norig)
+				c.out[k++] = c.out[i];
+		c.nout = k;
+	}
+	for (size_t i = 0; i < c.norig; i++) {
+		if (r == 0)
+			qc_report_node(rep, c.orig[i], c.status[i] ? c.status[i] : "skipped", why[i]);
+		free(why[i]);
+		if (r == 0 && !c.kept[i])
+			onnx__node_proto__free_unpacked(c.orig[i], NULL);
+	}
+	free(why);
+	free(c.kept);
+	free(c.status);
+	free(c.orig);
+	ctx_free(&c);
+	return r;
 }

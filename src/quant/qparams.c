@@ -16,6 +16,12 @@ void qrange(int dtype, int symmetric, int reduce_range, int *qmin, int *qmax)
 			*qmin = symmetric ? -127 : -128;
 			*qmax = 127;
 		}
+	} else if (dtype == DT_INT16) {
+		*qmin = symmetric ? -32767 : -32768;
+		*qmax = 32767;
+	} else if (dtype == DT_UINT16) {
+		*qmin = 0;
+		*qmax = 65535;
 	} else {
 		*qmin = 0;
 		*qmax = reduce_range ? 127 : 255;
@@ -61,6 +67,10 @@ void quantize_values(const float *x, size_t n, const QParams *p, int qmin, int q
 			((int8_t *)out)[i] = (int8_t)q;
 		else if (p->dtype == DT_UINT8)
 			((uint8_t *)out)[i] = (uint8_t)q;
+		else if (p->dtype == DT_INT16)
+			((int16_t *)out)[i] = (int16_t)q;
+		else if (p->dtype == DT_UINT16)
+			((uint16_t *)out)[i] = (uint16_t)q;
 		else
 			((int32_t *)out)[i] = (int32_t)q;
 	}

@@ -12,7 +12,9 @@
  *   - q = saturate(round_half_even(x / scale) + zero point).
  *
  * Integer ranges: int8 -128..127 (symmetric: -127..127), uint8 0..255;
- * reduce-range: int8 -64..64, uint8 0..127 (7 bits, for CPUs without VNNI). */
+ * reduce-range: int8 -64..64, uint8 0..127 (7 bits, for CPUs without VNNI);
+ * int16 -32768..32767 (symmetric: -32767..32767), uint16 0..65535
+ * (16-bit activations; reduce-range does not apply). */
 #ifndef QM_QUANT_QPARAMS_H
 #define QM_QUANT_QPARAMS_H
 
@@ -22,15 +24,15 @@
 typedef struct QParams {
 	float scale;
 	int32_t zero_point;
-	int dtype;    /* DT_INT8, DT_UINT8 or DT_INT32 (bias) */
+	int dtype;    /* DT_INT8, DT_UINT8, DT_INT16, DT_UINT16 or DT_INT32 (bias) */
 } QParams;
 
-/* the integer range of dtype (DT_INT8 or DT_UINT8) */
+/* the integer range of dtype (8 or 16 bits) */
 void qrange(int dtype, int symmetric, int reduce_range, int *qmin, int *qmax);
 /* scale and zero point for values in [rmin, rmax] (see above) */
 QParams qparams_compute(float rmin, float rmax, int dtype, int symmetric, int reduce_range);
-/* quantize n floats x into out (int8_t or uint8_t per p->dtype, int32_t for
- * DT_INT32); qmin/qmax saturate */
+/* quantize n floats x into out (int8_t, uint8_t, int16_t, uint16_t per
+ * p->dtype, int32_t for DT_INT32); qmin/qmax saturate */
 void quantize_values(const float *x, size_t n, const QParams *p, int qmin, int qmax, void *out);
 
 #endif

@@ -237,7 +237,7 @@ static int run(StageCtx *c)
 
 const Stage stage_quantize = {
 	.name = "quantize",
-	.version = 1,
+	.version = 2,
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = NULL,

@@ -90,6 +90,12 @@ quantize.keep-io-types = true
 verify.data = random
 verify.min-sqnr = 40
 
+[model mlp-half-io]
+source = digits.onnx
+quantize = fp16
+verify.data = random
+verify.min-sqnr = 40
+
 [model mlp-ex]
 source = digits.onnx
 quantize = fp16
@@ -262,6 +268,11 @@ EOF
 "$PY" "$TMPD/layout.py" "$B" 2>&1 | tee "$TMPD/layout.log" | grep -E '^(PASS|FAIL):' || fail "layout.py ran"
 
 # ---- verify stage on an fp16 model ----
+if [ -f "$B/mlp-half-io/verify.json" ] && grep -q '"passed": true' "$B/mlp-half-io/verify.json"; then
+	pass "verify feeds float32 samples rounded to float16 to a model with float16 inputs"
+else
+	fail "verify feeds float32 samples rounded to float16 to a model with float16 inputs" "$(grep -i 'half-io' "$TMPD/log1" | head -5)"
+fi
 if grep -q "^\[[0-9]*/[0-9]*\] verify mlp-io" "$TMPD/log1" && [ -f "$B/mlp-io/verify.json" ]; then
 	pass "verify with random data and min-sqnr passes on an fp16 model"
 else

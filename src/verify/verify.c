@@ -328,6 +328,52 @@ static void plan_layers(Run *r, Model *ref, Model *q)
 
 /* ---- samples ---- */
 
+/* The samples as the quantized model takes them: a float32 sample of an
+ * input the model declares float16 (quantize = fp16 without keep-io-types)
+ * is rounded to float16, as a caller feeding that model would. The other
+ * tensors are borrowed from in; out->t[k].owned says which were made. */
+static int inputs_for(Interp *ip, const TensorList *in, TensorList *out)
+{
+	out->n = 0;
+	for (size_t k = 0; k < in->n; k++) {
+		const Tensor *x = &in->t[k];
+		Tensor t = *x;
+		t.owned = 0;
+		for (size_t i = 0; x->dtype == DT_FLOAT && x->name && i < interp_ninputs(ip); i++) {
+			int dt, rank;
+			int64_t dims[QM_MAX_RANK];
+			interp_input_type(ip, i, &dt, &rank, dims);
+			if (dt != DT_FLOAT16 || strcmp(interp_input_name(ip, i), x->name))
+				continue;
+			memset(&t, 0, sizeof t);
+			if (tensor_alloc(&t, DT_FLOAT16, x->rank, x->dims) < 0)
+				return -1;
+			const float *f = x->data;
+			uint16_t *h = t.data;
+			for (int64_t e = 0; e < x->numel; e++)
+				h[e] = float_to_half(f[e]);
+			t.name = x->name;
+			break;
+		}
+		if (out->n == out->cap) {
+			out->cap = out->cap ? 2 * out->cap : 8;
+			out->t = xrealloc(out->t, out->cap * sizeof *out->t);
+		}
+		out->t[out->n++] = t;
+	}
+	return 0;
+}
+
+static void inputs_release(TensorList *l)
+{
+	for (size_t k = 0; k < l->n; k++)
+		if (l->t[k].owned) {
+			l->t[k].name = NULL;   /* borrowed from the sample */
+			tensor_free(&l->t[k]);
+		}
+	l->n = 0;
+}
+
 static uint64_t splitmix(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
@@ -484,7 +530,7 @@ int verify_models(Model *ref, Model *q, const VerifyOpts *o, VerifyReport *rep)
 	Labels lb = {0};
 	size_t *omap = NULL;
 	Tensor *yr = NULL, *yq = NULL;
-	TensorList tl = {0};
+	TensorList tl = {0}, qin = {0};
 	int r = 0;
 	plan_layers(&run, ref, q);
 	if (!(ipr = interp_new(ref, &ro)))
@@ -527,8 +573,9 @@ int verify_models(Model *ref, Model *q, const VerifyOpts *o, VerifyReport *rep)
 		run.first = idx == 0;
 		if (r == 0 && interp_run_sample(ipr, tl.n, tl.t, nrout, yr) < 0)
 			r = error_prefix("sample %llu, reference model", (unsigned long long)idx + 1);
-		if (r == 0 && interp_run_sample(ipq, tl.n, tl.t, nout, yq) < 0)
+		if (r == 0 && (inputs_for(ipq, &tl, &qin) < 0 || interp_run_sample(ipq, qin.n, qin.t, nout, yq) < 0))
 			r = error_prefix("sample %llu, quantized model", (unsigned long long)idx + 1);
+		inputs_release(&qin);
 		if (r == 0 && run.failed)
 			r = error_prefix("sample %llu: comparing intermediate tensors", (unsigned long long)idx + 1);
 		for (size_t i = 0; r == 0 && i < nout; i++) {
@@ -559,6 +606,7 @@ int verify_models(Model *ref, Model *q, const VerifyOpts *o, VerifyReport *rep)
 		r = error("labels file '%s' holds %lld labels, the samples have %lld rows", o->labels_file,
 			  (long long)lb.all.numel, (long long)lb.pos);
 	tl_free(&tl);
+	free(qin.t);
 	tensor_free(&lb.all);
 	if (it)
 		samples_close(it);

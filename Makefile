@@ -30,7 +30,7 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) -pthread \
 LDLIBS   = -Wl,--as-needed $(PKG_LIBS) -lm -ldl -pthread
 
 SRCS := $(sort $(shell find src -name '*.c'))
-OBJS := $(SRCS:%.c=$(OBJ)/%.o) $(OBJ)/gen/onnx.pb-c.o $(OBJ)/gen/op_registry.o
+OBJS := $(SRCS:%.c=$(OBJ)/%.o) $(OBJ)/gen/onnx.pb-c.o $(OBJ)/gen/op_registry.o $(OBJ)/gen/opset_table.o
 BIN  := $(OBJ)/quantmake
 
 .PHONY: all clean check deps install bench example
@@ -57,6 +57,15 @@ $(OBJ)/gen/op_registry.c: $(wildcard src/ops/*.c) tools/gen-registry.sh
 	sh tools/gen-registry.sh src/ops/*.c > $@.tmp && mv $@.tmp $@
 
 $(OBJ)/gen/op_registry.o: $(OBJ)/gen/op_registry.c $(OBJ)/gen/onnx.pb-c.h
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# preprocess.opset's table of operator schema versions, from the data file
+# tools/gen-opset-table.py writes out of ONNX's schemas.
+$(OBJ)/gen/opset_table.c: src/preprocess/opset-history.txt tools/gen-opset-table.sh
+	@mkdir -p $(OBJ)/gen
+	sh tools/gen-opset-table.sh src/preprocess/opset-history.txt > $@.tmp && mv $@.tmp $@
+
+$(OBJ)/gen/opset_table.o: $(OBJ)/gen/opset_table.c $(OBJ)/gen/onnx.pb-c.h
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(OBJ)/%.o: %.c $(OBJ)/gen/onnx.pb-c.h

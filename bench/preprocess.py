@@ -1,17 +1,23 @@
-"""Preprocess: quantmake's `preprocess = default` stage against onnxruntime's
-ORT_ENABLE_BASIC optimizer (optimized_model_filepath output) on the same
-models: total node count after (subgraphs included), wall time, and whether
-the result still gives the original's outputs (onnxruntime, random inputs,
+"""Preprocess: quantmake's `preprocess = default` stage against onnxsim
+(onnxsim.simplify, PyPI `onnxsim`, installed into .venv from
+bench/requirements.txt when missing) and onnxruntime's ORT_ENABLE_BASIC
+optimizer (optimized_model_filepath output) on the same models: total node
+count after (subgraphs included), wall time, peak RSS, and whether each
+result still gives the original's outputs (onnxruntime, random inputs,
 rtol/atol 1e-5).
 
-    .venv/bin/python bench/preprocess.py [--quantmake ./quantmake]
+    .venv/bin/python bench/preprocess.py [--quantmake ./quantmake] [--reps 5]
 
-Times, best of 5: quantmake's is the preprocess stage alone as its build log
-reports it (load, passes, shape inference of the result, fsync'd save; 10 ms
-resolution), and the whole `quantmake` build of a one-model project (process
-start, infer-shapes, preprocess, cache store) as a second column; ORT's is
-InferenceSession creation with optimized_model_filepath in a warm Python
-process (load, optimize, save, plus its session setup).
+Times, best of --reps: quantmake's is the preprocess stage alone as its
+build log reports it (load, passes, shape inference of the result, fsync'd
+save; 10 ms resolution), and the whole `quantmake` build of a one-model
+project (process start, infer-shapes, preprocess, cache store) as a second
+column; onnxsim's is onnx.load + simplify (include_subgraph=True, no
+checking) + onnx.save, ORT's InferenceSession creation with
+optimized_model_filepath (load, optimize, save, plus its session setup),
+both timed inside a Python process that has already imported them. Peak RSS
+is the whole process's (wait4 of a fresh process per run; for the peers
+that includes Python and the library, for quantmake its build children).
 
 Models: tests/models (cnn, transformer), the silero-vad and magika models
 that bench/fetch-models.sh puts in tests/.cache/models (if present), the
@@ -20,6 +26,7 @@ Identity/Dropout and constant subgraphs built here with the onnx helper API.
 """
 import argparse
 import glob
+import json
 import os
 import re
 import shutil
@@ -35,11 +42,47 @@ from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
+
+
+def one(tool, src, dst):
+    """child mode: run one peer once, print its time in seconds"""
+    if tool == "onnxsim":
+        import onnxsim
+        t = time.perf_counter()
+        try:
+            m, _ = onnxsim.simplify(onnx.load(src), check_n=0, include_subgraph=True)
+        except Exception:
+            # onnxsim 0.8.1 fails on some If bodies: its main-graph-only mode
+            t = time.perf_counter()
+            m, _ = onnxsim.simplify(onnx.load(src), check_n=0, include_subgraph=False)
+            print("main graph only", file=sys.stderr)
+        onnx.save(m, dst)
+    else:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        so.optimized_model_filepath = dst
+        so.log_severity_level = 4
+        t = time.perf_counter()
+        ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+    print(json.dumps({"t": time.perf_counter() - t}))
+
+
+if len(sys.argv) == 5 and sys.argv[1] == "--one":
+    one(*sys.argv[2:])
+    sys.exit(0)
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--quantmake", default=os.path.join(root, "quantmake"))
+ap.add_argument("--reps", type=int, default=5)
 args = ap.parse_args()
 qm = os.path.abspath(args.quantmake)
 tmp = tempfile.mkdtemp(prefix="qm-prep-bench.")
+try:
+    import onnxsim
+except ImportError:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--only-binary=:all:", "-r",
+                    os.path.join(here, "requirements.txt")], check=True)
+    import onnxsim
 
 
 def bn_cnn(path, layers=8, ch=32):
@@ -70,7 +113,14 @@ def bn_cnn(path, layers=8, ch=32):
 
 
 models = sorted(glob.glob(os.path.join(root, "tests/models/*.onnx")))
-models += sorted(glob.glob(os.path.join(root, "tests/.cache/models/*.onnx")))
+fetched = subprocess.run(["sh", os.path.join(here, "fetch-models.sh")], capture_output=True, text=True)
+if fetched.returncode == 0:
+    d = fetched.stdout.strip()
+    models += [os.path.join(d, "magika", "model.onnx")]
+    models += [os.path.join(d, "silero", f) for f in ("silero_vad.onnx", "silero_vad_16k_op15.onnx",
+                                                       "silero_vad_half.onnx", "silero_vad_op18_ifless.onnx")]
+else:
+    print("bench/fetch-models.sh failed (offline?): magika and silero-vad left out", file=sys.stderr)
 bn_cnn(os.path.join(tmp, "bn_cnn_opset9.onnx"))
 models.append(os.path.join(tmp, "bn_cnn_opset9.onnx"))
 digits = os.path.join(tmp, "digits.onnx")
@@ -133,11 +183,29 @@ def same_outputs(orig, new, name):
     return "yes" if ok else "NO"
 
 
+def run_rss(argv, env=None):
+    """run argv: (exit code, output, wall seconds, peak RSS in MiB). The RSS
+    comes from GNU time (/usr/bin/time, Debian package time): ru_maxrss of a
+    child forked from this big Python process would count the parent's pages
+    it had before exec."""
+    rssf = os.path.join(tmp, "rss")
+    gtime = os.path.exists("/usr/bin/time")
+    cmd = ["/usr/bin/time", "-f", "%M", "-o", rssf] + argv if gtime else argv
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    dt = time.perf_counter() - t
+    mb = float("nan")
+    if gtime and r.returncode == 0:
+        with open(rssf) as f:
+            mb = int(f.read().split()[-1]) / 1024
+    return r.returncode, r.stdout + r.stderr, dt, mb
+
+
 def run_quantmake(path):
     name = re.sub(r"[^A-Za-z0-9_]", "_", os.path.basename(path)[:-5])
     p = os.path.join(tmp, "proj-" + name)
-    best_stage = best_all = None
-    for _ in range(5):
+    best_stage = best_all = rss = None
+    for _ in range(args.reps):
         shutil.rmtree(p, ignore_errors=True)
         os.makedirs(os.path.join(p, "rules"))
         os.makedirs(os.path.join(p, "models"))
@@ -145,40 +213,55 @@ def run_quantmake(path):
         with open(os.path.join(p, "rules", "m.rules"), "w") as f:
             f.write(f"[model {name}]\nsource = models/{name}.onnx\npreprocess = default\n")
         env = dict(os.environ, QUANTMAKE_CACHE=os.path.join(p, "cache"))
-        t = time.perf_counter()
-        r = subprocess.run([qm, "-C", p], capture_output=True, text=True, env=env)
-        dt = time.perf_counter() - t
-        if r.returncode != 0:
-            raise SystemExit(f"quantmake failed on {name}: {r.stderr.strip()[-300:]}")
-        m = re.search(r"\] preprocess \S+ \(([0-9.]+)s\)", r.stdout + r.stderr)
+        rc, out, dt, mb = run_rss([qm, "-C", p], env)
+        if rc != 0:
+            raise SystemExit(f"quantmake failed on {name}: {out.strip()[-300:]}")
+        m = re.search(r"\] preprocess \S+ \(([0-9.]+)s\)", out)
         st = float(m.group(1)) if m else float("nan")
         best_stage = st if best_stage is None else min(best_stage, st)
         best_all = dt if best_all is None else min(best_all, dt)
-    return os.path.join(p, "build", name, name + ".onnx"), best_stage, best_all
+        rss = mb if rss is None else max(rss, mb)
+    return os.path.join(p, "build", name, name + ".onnx"), best_stage, best_all, rss
 
 
-def run_ort(path):
-    out = os.path.join(tmp, "ort-" + os.path.basename(path))
-    best = None
-    for _ in range(5):
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        so.optimized_model_filepath = out
-        so.log_severity_level = 4
-        t = time.perf_counter()
-        ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-        dt = time.perf_counter() - t
+out_note = set()  # models onnxsim simplified without their subgraphs
+
+
+def run_peer(tool, path):
+    out = os.path.join(tmp, tool + "-" + os.path.basename(path))
+    best = rss = None
+    for _ in range(args.reps):
+        rc, txt, _, mb = run_rss([sys.executable, os.path.abspath(__file__), "--one", tool, path, out])
+        if rc != 0:
+            print(f"{tool} failed on {os.path.basename(path)}: {txt.strip().splitlines()[-1][:200]}", file=sys.stderr)
+            return None, float("nan"), float("nan")
+        dt = json.loads(txt.strip().splitlines()[-1])["t"]
+        if "main graph only" in txt:
+            out_note.add(os.path.basename(path))
         best = dt if best is None else min(best, dt)
-    return out, best
+        rss = mb if rss is None else max(rss, mb)
+    return out, best, rss
 
 
-print(f"{'model':32} {'nodes':>6} {'qm':>6} {'ort':>6} {'qm stage':>9} {'qm build':>9} {'ort':>8}  same(qm/ort)")
+print(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load average %.2f %.2f %.2f" % os.getloadavg(),
+      f"onnxruntime {ort.__version__}, onnxsim {onnxsim.__version__}, best of {args.reps}")
+print(f"{'model':28} {'nodes':>5} {'qm':>5} {'sim':>5} {'ort':>5} {'qm stage':>8} {'qm build':>8} {'sim':>8} {'ort':>8}"
+      f" {'qm MiB':>6} {'sim MiB':>7} {'ort MiB':>7}  same(qm/sim/ort)")
 for path in models:
     name = os.path.basename(path)
+    if name == "model.onnx":
+        name = os.path.basename(os.path.dirname(path)) + ".onnx"
     n0 = count(onnx.load(path).graph)
-    qo, qst, qall = run_quantmake(path)
-    oo, ot = run_ort(path)
-    nq, no = count(onnx.load(qo).graph), count(onnx.load(oo).graph)
-    print(f"{name:32} {n0:6} {nq:6} {no:6} {qst * 1e3:7.0f}ms {qall * 1e3:7.1f}ms {ot * 1e3:6.1f}ms  "
-          f"{same_outputs(path, qo, name)}/{same_outputs(path, oo, name)}", flush=True)
+    qo, qst, qall, qrss = run_quantmake(path)
+    so, st, srss = run_peer("onnxsim", path)
+    oo, ot, orss = run_peer("ort", path)
+    nq = count(onnx.load(qo).graph)
+    ns = count(onnx.load(so).graph) if so else -1
+    no = count(onnx.load(oo).graph) if oo else -1
+    same = "/".join(same_outputs(path, x, name) if x else "fail" for x in (qo, so, oo))
+    star = "*" if os.path.basename(path) in out_note else " "
+    print(f"{name[:27]:27}{star} {n0:5} {nq:5} {ns:5} {no:5} {qst * 1e3:6.0f}ms {qall * 1e3:6.1f}ms {st * 1e3:6.1f}ms"
+          f" {ot * 1e3:6.1f}ms {qrss:6.0f} {srss:7.0f} {orss:7.0f}  {same}", flush=True)
+if out_note:
+    print("* onnxsim failed with include_subgraph=True; its main-graph-only result is shown")
 shutil.rmtree(tmp, ignore_errors=True)

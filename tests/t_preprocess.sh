@@ -7,7 +7,10 @@
 # have fewer nodes (or initializers, for dedup), keep its graph inputs and
 # outputs, and give onnxruntime's outputs of the original on random inputs
 # (rtol 1e-5, atol 1e-5). preprocess.json and the log carry the counts; bad
-# pass names and fold limits are errors with file:line.
+# pass names and fold limits are errors with file:line. preprocess.opset
+# upgrades old-opset models (libonnx-testdata and built here) to 13 and 17
+# with outputs equal in our interpreter and onnxruntime, and refuses what it
+# cannot convert by operator and node.
 . "$(dirname "$0")/lib/common.sh"
 mktmp
 Q=$QUANTMAKE
@@ -127,6 +130,15 @@ n = [h.make_node("Conv", ["x", "aw1"], ["c1"], pads=[1, 1, 1, 1]), h.make_node("
 save("affine", n, [vi("x", T.FLOAT, ["N", 3, 6, 6])], [vi("y", T.FLOAT, ["N", 4, 4, 4])],
      [init("aw1", f(4, 3, 3, 3)), init("k1", f(4, 1, 1)), init("kb1", f(1, 4, 1, 1)), init("aw2", f(4, 4, 3, 3)),
       init("ab2", f(4)), init("two", np.float32(2)), init("half", np.array([0.5], np.float32)), init("full", f(4, 4, 4))])
+# computed Reshape targets known up to one entry (symbolic batch): constant with -1
+n = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "i0"], ["d0"], axis=0),
+     h.make_node("Unsqueeze", ["d0", "ax"], ["d0u"]), h.make_node("Concat", ["d0u", "k"], ["ns"], axis=0),
+     h.make_node("Reshape", ["x", "ns"], ["y"]),
+     h.make_node("Gather", ["s", "i1"], ["d1"], axis=0), h.make_node("Unsqueeze", ["d1", "ax"], ["d1u"]),
+     h.make_node("Concat", ["d0u", "d1u", "m1"], ["ns2"], axis=0), h.make_node("Reshape", ["x", "ns2"], ["y2"])]
+save("reshape", n, [vi("x", T.FLOAT, ["N", 4, 6])], [vi("y", T.FLOAT, ["N", 8, 3]), vi("y2", T.FLOAT, ["N", 4, 6])],
+     [init("i0", np.array(0, np.int64)), init("i1", np.array(1, np.int64)), init("ax", np.array([0], np.int64)),
+      init("k", np.array([8, 3], np.int64)), init("m1", np.array([-1], np.int64))], opset=13)
 EOF
 cat > "$TMPD/check.py" <<'EOF'
 import sys, json, numpy as np, onnx, onnxruntime as ort
@@ -179,7 +191,7 @@ print(f"PASS: {name} ({no} -> {nn} nodes, outputs equal)")
 EOF
 "$PY" "$TMPD/gen.py" "$P/models" || { fail "generate models" "gen.py failed"; exit 1; }
 
-MODELS="convbn identity constant dedup transpose subgraph random shapes cse affine"
+MODELS="convbn identity constant dedup transpose subgraph random shapes cse affine reshape"
 for m in $MODELS; do
 	printf '[model %s]\nsource = models/%s.onnx\npreprocess = default\n\n' "$m" "$m"
 done > "$P/rules/main.rules"
@@ -215,6 +227,7 @@ ck digits "$P/build/digits/export/digits.onnx" MatMul,Add
 ck shapes "$P/models/shapes.onnx" Shape,Size,Gather,Concat,Cast,Unsqueeze
 ck cse "$P/models/cse.onnx" Cast
 ck affine "$P/models/affine.onnx" Mul
+ck reshape "$P/models/reshape.onnx" ""
 
 # random ops and training-mode Dropout are never folded or removed
 if "$PY" -c '
@@ -248,6 +261,7 @@ counts shapes shape 3 0
 counts cse cse 3 0
 counts cse identity 1 0
 counts affine conv-affine 4 0
+counts reshape shape 1 0
 if grep -q '^preprocess: convbn: fuse-bn: 4 changed$' "$TMPD/log" &&
    grep -q '^preprocess: convbn: 11 -> 7 nodes' "$TMPD/log"; then
 	pass "one log line per pass and a summary"
@@ -335,3 +349,247 @@ printf '[model x]\nsource = models/dedup.onnx\npreprocess.fold-limit = 1M\n' > "
 expect_err "fold-limit without preprocess" 2 "rules/main.rules:3: model 'x' sets preprocess.fold-limit but not preprocess" "$Q" -C "$E"
 printf '[model x]\nsource = models/dedup.onnx\npreprocess = default\npreprocess.fold-limit = lots\n' > "$E/rules/main.rules"
 expect_err "bad fold-limit" 2 "rules/main.rules:4: model 'x': preprocess.fold-limit = 'lots' is not valid" "$Q" -C "$E"
+
+# ---- preprocess.opset: upgrades of old-opset models ----
+# libonnx-testdata models exported at opsets 6, 9 and 11 (BatchNormalization,
+# Pad, Clip, Split, Squeeze/Unsqueeze, Reduce*, (Log)Softmax, TopK, Dropout,
+# Upsample, Slice, Concat, Add with broadcast) and models built here at
+# opsets 6, 9, 10 and 11 (Softmax/LogSoftmax/Hardmax on inner axes, Upsample
+# and Resize-10 linear, attributes turned inputs, subgraphs, an opset-9 CNN
+# with unfolded BatchNormalization after Conv and ConvTranspose) go to opsets
+# 13 and 17. Each result must pass onnx.checker (full), import the target
+# opset, and give the original's outputs: in our interpreter, and in
+# onnxruntime (against onnxruntime on the original where it loads opsets
+# below 7 it does not, against our interpreter), rtol 1e-5.
+O=$TMPD/o
+mkdir -p "$O/rules" "$O/models"
+cat > "$TMPD/gen_old.py" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+out = sys.argv[1]
+rng = np.random.default_rng(0)
+def f(*s): return rng.standard_normal(s).astype(np.float32)
+def init(name, a): return nh.from_array(np.asarray(a), name)
+vi = h.make_tensor_value_info
+def save(name, nodes, ins, outs, inits, opset, check=True):
+    if opset < 9:   # IR 3: initializers are graph inputs too
+        ins = ins + [vi(t.name, t.data_type, list(t.dims)) for t in inits]
+    g = h.make_graph(nodes, name, ins, outs, inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    m.ir_version = {6: 3, 9: 4, 10: 5, 11: 6}[opset]
+    m = onnx.shape_inference.infer_shapes(m)   # types of the outputs declared without
+    if check:
+        onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, f"{out}/{name}.onnx")
+def bnp(p, c):
+    return [init(p + "s", (rng.random(c) + 0.5).astype(np.float32)), init(p + "b", f(c)), init(p + "m", f(c)),
+            init(p + "v", (rng.random(c) + 0.5).astype(np.float32))]
+def bn(p, x, y, **kw):
+    return h.make_node("BatchNormalization", [x, p + "s", p + "b", p + "m", p + "v"], [y], **kw)
+# an opset-9 CNN as old exporters leave it
+n = [h.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), bn("n1", "c1", "a1"),
+     h.make_node("Relu", ["a1"], ["r1"]),
+     h.make_node("ConvTranspose", ["r1", "w2"], ["c2"], strides=[2, 2], group=2), bn("n2", "c2", "a2", epsilon=1e-3, momentum=0.8),
+     h.make_node("Relu", ["a2"], ["r2"]), h.make_node("Dropout", ["r2"], ["d2"], ratio=0.3),
+     h.make_node("MaxPool", ["d2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+     h.make_node("Upsample", ["p2", "us"], ["u2"], mode="nearest"),
+     h.make_node("GlobalAveragePool", ["u2"], ["g"]), h.make_node("Flatten", ["g"], ["fl"]),
+     h.make_node("Gemm", ["fl", "gw", "gb"], ["gm"], transB=1), h.make_node("Softmax", ["gm"], ["y"])]
+save("cnn9", n, [vi("x", T.FLOAT, ["N", 3, 8, 8])], [vi("y", T.FLOAT, ["N", 10])],
+     [init("w1", f(8, 3, 3, 3) * 0.3), init("b1", f(8)), init("w2", f(8, 3, 2, 2) * 0.3), init("us", np.array([1, 1, 2, 2], np.float32)),
+      init("gw", f(10, 6)), init("gb", f(10))] + bnp("n1", 8) + bnp("n2", 6), 9)
+# opset 9 operators whose attributes became inputs or whose semantics moved
+n = [h.make_node("Pad", ["x"], ["pd"], pads=[0, 0, 1, 1, 0, 0, 1, 1], value=0.5),
+     h.make_node("Clip", ["pd"], ["cl"], min=-0.5),
+     h.make_node("Slice", ["cl"], ["sl"], starts=[1, 1], ends=[5, 1000], axes=[2, 3]),
+     h.make_node("ReduceMean", ["sl"], ["rm"], axes=[3]), h.make_node("Squeeze", ["rm"], ["sq"], axes=[3]),
+     h.make_node("Unsqueeze", ["sq"], ["us"], axes=[0]), h.make_node("Split", ["us"], ["s1", "s2"], axis=3, split=[1, 3]),
+     h.make_node("ReduceSum", ["s2"], ["rs"], axes=[3], keepdims=0), h.make_node("Dropout", ["s1"], ["dp"], ratio=0.2),
+     h.make_node("Softmax", ["us"], ["sm"], axis=2), h.make_node("LogSoftmax", ["sq"], ["ls"]),
+     h.make_node("Hardmax", ["sq"], ["hm"], axis=0), h.make_node("TopK", ["sq"], ["tv", "ti"], k=2),
+     h.make_node("ReduceMax", ["x"], ["rx"], axes=[1, 2]), h.make_node("ReduceL2", ["x"], ["rl"]),
+     h.make_node("Upsample", ["x", "sc"], ["ul"], mode="linear")]
+save("ops9", n, [vi("x", T.FLOAT, [2, 3, 4, 5])],
+     [vi(k, T.FLOAT, None) for k in ("sl", "rs", "dp", "sm", "ls", "hm", "tv", "rx", "rl", "ul")] + [vi("ti", T.INT64, None)],
+     [init("sc", np.array([1, 1, 2, 3], np.float32))], 9)
+# Resize-10, linear and nearest with a fractional scale
+n = [h.make_node("Resize", ["x", "s1"], ["y1"], mode="linear"), h.make_node("Resize", ["x", "s2"], ["y2"])]
+save("resize10", n, [vi("x", T.FLOAT, [1, 2, 4, 6])], [vi("y1", T.FLOAT, None), vi("y2", T.FLOAT, None)],
+     [init("s1", np.array([1, 1, 2, 1.5], np.float32)), init("s2", np.array([1, 1, 1.5, 0.5], np.float32))], 10)
+# opset 11: subgraphs, equal Split, Clip with inputs already, Softmax on an unknown rank
+then_g = h.make_graph([h.make_node("Unsqueeze", ["x"], ["t"], axes=[0]), h.make_node("Softmax", ["t"], ["tt"], axis=1)],
+                      "then", [], [vi("tt", T.FLOAT, None)])
+else_g = h.make_graph([h.make_node("Neg", ["x"], ["e0"]), h.make_node("Unsqueeze", ["e0"], ["e1"], axes=[-1]),
+                       h.make_node("ReduceSum", ["e1"], ["e"], axes=[0, 1], keepdims=1)], "else", [], [vi("e", T.FLOAT, None)])
+n = [h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g),
+     h.make_node("Split", ["x"], ["p", "q"], axis=1), h.make_node("Add", ["p", "q"], ["y2"]),
+     h.make_node("LogSoftmax", ["x"], ["y3"], axis=0)]
+save("sub11", n, [vi("x", T.FLOAT, [3, 4]), vi("c", T.BOOL, [])],
+     [vi("y", T.FLOAT, None), vi("y2", T.FLOAT, [3, 2]), vi("y3", T.FLOAT, [3, 4])], [], 11)
+# Upsample at opset 10, where it is deprecated (the checker refuses it; exporters wrote it)
+save("up10", [h.make_node("Upsample", ["x", "s"], ["y"])], [vi("x", T.FLOAT, [1, 2, 3, 4])], [vi("y", T.FLOAT, [1, 2, 6, 8])],
+     [init("s", np.array([1, 1, 2, 2], np.float32))], 10, check=False)
+# opset 6: broadcast = 1 with and without axis, BatchNormalization with is_test
+n = [h.make_node("Add", ["x", "b"], ["a"], broadcast=1, axis=1), h.make_node("Mul", ["a", "k"], ["m"], broadcast=1),
+     bn("n", "m", "y", is_test=1)]
+save("bcast6", n, [vi("x", T.FLOAT, [2, 3, 4, 5])], [vi("y", T.FLOAT, [2, 3, 4, 5])],
+     [init("b", f(3)), init("k", f(4, 5))] + bnp("n", 3), 6)
+EOF
+cat > "$TMPD/opcheck.py" <<'EOF'
+import sys, os, subprocess, numpy as np, onnx, onnxruntime as ort
+from onnx import numpy_helper as nh
+# opcheck.py QUANTMAKE ORIGINAL CONVERTED TARGET DATADIR|- NAME [FORBIDDEN-OPS]
+qm, orig, new, target, data, name = sys.argv[1:7]
+forbid = sys.argv[7].split(",") if len(sys.argv) > 7 else []
+def fail(why):
+    print(f"FAIL: {name}: {why}"); sys.exit(0)
+if not os.path.exists(new): fail(f"{new} was not built")
+mn = onnx.load(new)
+try:
+    onnx.checker.check_model(mn, full_check=True)
+except Exception as e:
+    fail(f"onnx.checker: {str(e).splitlines()[0]}")
+op = [o.version for o in mn.opset_import if o.domain in ("", "ai.onnx")]
+if op != [int(target)]: fail(f"opset {op}, expected {target}")
+for o in forbid:
+    if o in {n.op_type for n in mn.graph.node}: fail(f"{o} still present")
+mo = onnx.load(orig)
+inits = {t.name for t in mo.graph.initializer}
+ins = [i for i in mo.graph.input if i.name not in inits]
+tmp = os.path.dirname(new)
+rng = np.random.default_rng(3)
+def feeds():
+    if data != "-":
+        yield {i.name: nh.to_array(onnx.load_tensor(os.path.join(data, f"input_{k}.pb"))) for k, i in enumerate(ins)}
+        return
+    for trial in range(2):
+        f = {}
+        for i in ins:
+            shp = [d.dim_value if d.HasField("dim_value") else 2 for d in i.type.tensor_type.shape.dim]
+            f[i.name] = np.array(trial == 0) if i.type.tensor_type.elem_type == onnx.TensorProto.BOOL else rng.standard_normal(shp).astype(np.float32)
+        yield f
+def interp(model, out, feed):
+    args = [qm, "run", model, "-q", "-o", out]
+    for k, (n, a) in enumerate(feed.items()):
+        np.save(os.path.join(tmp, f"in{k}.npy"), a)
+        args += ["-i", f"{n}={os.path.join(tmp, f'in{k}.npy')}"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode: fail(f"quantmake run {os.path.basename(model)}: {r.stderr.strip()[-200:]}")
+    z = np.load(out)
+    return [z[o.name] for o in onnx.load(model).graph.output]
+def close(x, y, what):
+    for o, p, q in zip(mo.graph.output, x, y):
+        p, q = np.asarray(p), np.asarray(q)
+        if p.shape != q.shape: fail(f"{what}: output {o.name}: shape {q.shape} vs {p.shape}")
+        if not np.allclose(q.astype(np.float64), p.astype(np.float64), rtol=1e-5, atol=1e-6):
+            fail(f"{what}: output {o.name}: max diff {np.abs(q.astype(np.float64) - p).max()}")
+so = ort.SessionOptions(); so.log_severity_level = 4
+so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+sn = ort.InferenceSession(new, so, providers=["CPUExecutionProvider"])
+try:
+    so_ = ort.InferenceSession(orig, so, providers=["CPUExecutionProvider"])
+except Exception:
+    so_ = None   # onnxruntime does not load opsets below 7
+for feed in feeds():
+    a = interp(orig, os.path.join(tmp, "a.npz"), feed)
+    close(a, interp(new, os.path.join(tmp, "b.npz"), feed), "interpreter, converted vs original")
+    close(so_.run(None, feed) if so_ else a, sn.run(None, feed),
+          "onnxruntime, converted vs " + ("onnxruntime" if so_ else "interpreter") + " on the original")
+print(f"PASS: {name}: checker, opset {target}, outputs equal (interpreter, onnxruntime)")
+EOF
+if "$PY" "$TMPD/gen_old.py" "$O/models"; then
+	pass "old-opset models built with the onnx helper API"
+else
+	fail "old-opset models built with the onnx helper API" "gen_old.py failed"
+fi
+OLD="node/test_upsample_nearest node/test_scatter_with_axis node/test_top_k node/test_unsqueeze_axis_3 node/test_dropout_default_old
+pytorch-converted/test_BatchNorm2d_eval pytorch-converted/test_BatchNorm1d_3d_input_eval pytorch-converted/test_GLU
+pytorch-converted/test_LogSoftmax pytorch-converted/test_softmax_functional_dim3 pytorch-converted/test_Softmin
+pytorch-converted/test_ZeroPad2d pytorch-converted/test_ReflectionPad2d pytorch-converted/test_AvgPool1d
+pytorch-converted/test_PixelShuffle pytorch-operator/test_operator_add_broadcast pytorch-operator/test_operator_chunk
+pytorch-operator/test_operator_clip pytorch-operator/test_operator_index pytorch-operator/test_operator_reduced_mean
+pytorch-operator/test_operator_reduced_sum_keepdim pytorch-operator/test_operator_pad pytorch-operator/test_operator_concat2
+pytorch-operator/test_operator_repeat_dim_overflow pytorch-operator/test_operator_addmm"
+: > "$O/rules/main.rules"
+for t in $OLD; do
+	n=${t##*/}
+	cp "$TESTDATA/$t/model.onnx" "$O/models/$n.onnx" 2>/dev/null || continue
+	for v in 13 17; do
+		printf '[model %s_%s]\nsource = models/%s.onnx\npreprocess.opset = %s\n\n' "$n" "$v" "$n" "$v"
+	done >> "$O/rules/main.rules"
+done
+for n in cnn9 ops9 resize10 sub11 bcast6 up10; do
+	for v in 13 17; do
+		printf '[model %s_%s]\nsource = models/%s.onnx\npreprocess.opset = %s\n\n' "$n" "$v" "$n" "$v"
+	done >> "$O/rules/main.rules"
+done
+# the opset-9 CNN also through every pass, then static per-channel QDQ
+"$PY" -c "import numpy as np; np.save('$O/calib.npy', np.random.default_rng(5).standard_normal((16, 3, 8, 8)).astype(np.float32))"
+cat >> "$O/rules/main.rules" <<'EOF'
+[model cnn9_all]
+source = models/cnn9.onnx
+preprocess = default
+preprocess.opset = 13
+
+[model cnn9_q]
+source = @cnn9_all
+quantize = static
+quantize.per-channel = true
+quantize.calibration = calib.npy
+EOF
+if "$Q" -C "$O" -k > "$TMPD/logo" 2>&1; then
+	pass "build with preprocess.opset = 13 and 17"
+else
+	fail "build with preprocess.opset = 13 and 17" "$(grep -v '^\[' "$TMPD/logo" | tail -3)"
+fi
+for t in $OLD; do
+	n=${t##*/}
+	[ -f "$O/models/$n.onnx" ] || { skip "opset upgrade of $n" "not in $TESTDATA"; continue; }
+	for v in 13 17; do
+		"$PY" "$TMPD/opcheck.py" "$Q" "$O/models/$n.onnx" "$O/build/${n}_$v/${n}_$v.onnx" $v \
+			"$TESTDATA/$t/test_data_set_0" "opset upgrade of $n to $v" 2>&1 | tail -1
+	done
+done
+for n in cnn9 ops9 resize10 sub11 bcast6 up10; do
+	for v in 13 17; do
+		"$PY" "$TMPD/opcheck.py" "$Q" "$O/models/$n.onnx" "$O/build/${n}_$v/${n}_$v.onnx" $v - \
+			"opset upgrade of $n to $v" Upsample 2>&1 | tail -1
+	done
+done
+"$PY" "$TMPD/opcheck.py" "$Q" "$O/models/cnn9.onnx" "$O/build/cnn9_all/cnn9_all.onnx" 13 - \
+	"opset-9 CNN upgraded and simplified" BatchNormalization,Dropout,Upsample 2>&1 | tail -1
+if "$PY" -c '
+import sys, json, onnx
+m = onnx.load(sys.argv[1]); ops = [n.op_type for n in m.graph.node]
+j = json.load(open(sys.argv[2]))
+axes = [a.i for n in m.graph.node if n.op_type == "DequantizeLinear" for a in n.attribute if a.name == "axis"]
+sys.exit(0 if "QuantizeLinear" in ops and axes and j["opset"] == {"before": 9, "after": 13, "converted": 3}
+         and j["passes"]["fuse-bn"]["changed"] == 2 else 1)' "$O/build/cnn9_q/cnn9_q.onnx" "$O/build/cnn9_all/preprocess.json" 2>/dev/null; then
+	pass "static per-channel QDQ of the upgraded opset-9 CNN"
+else
+	fail "static per-channel QDQ of the upgraded opset-9 CNN" "$(grep -i 'error\|cnn9' "$TMPD/logo" | grep -v '^\[' | tail -2)"
+fi
+grep -q '^preprocess: ops9_13: opset 9 -> 13, [0-9]* nodes converted$' "$TMPD/logo" &&
+	pass "the log reports the opset upgrade" || fail "the log reports the opset upgrade" "$(grep 'ops9_13' "$TMPD/logo" | head -2)"
+
+# ---- preprocess.opset: what cannot be converted ----
+cp "$P/models/convbn.onnx" "$E/models/"
+cp "$TESTDATA/node/test_resize_downsample_sizes_nearest_tf_half_pixel_for_nn/model.onnx" "$E/models/tfnn.onnx"
+cp "$TESTDATA/node/test_scan_sum/model.onnx" "$E/models/scan8.onnx"
+printf '[model x]\nsource = models/convbn.onnx\npreprocess.opset = 11\n' > "$E/rules/main.rules"
+expect_err "preprocess.opset refuses downgrades" 1 \
+	"preprocess.opset = 11: the model has opset 13; downgrades are not supported" "$Q" -C "$E"
+printf '[model x]\nsource = models/tfnn.onnx\ninfer-shapes = off\npreprocess.opset = 13\n' > "$E/rules/main.rules"
+expect_err "preprocess.opset names the operator it cannot convert" 1 \
+	"preprocess.opset = 13: operator Resize \\(node '.*'\\) cannot be converted from opset 11: coordinate_transformation_mode tf_half_pixel_for_nn was removed at opset 13" "$Q" -C "$E"
+printf '[model x]\nsource = models/scan8.onnx\npreprocess.opset = 11\n' > "$E/rules/main.rules"
+expect_err "preprocess.opset refuses a step it has no adapter for" 1 \
+	"preprocess.opset = 11: operator Scan \\(node '.*'\\) cannot be converted from opset 8: its attributes, inputs or outputs changed at opset 9 and quantmake has no adapter for it" "$Q" -C "$E"
+cp "$ROOT/tests/models/cnn_functions.onnx" "$E/models/"
+printf '[model x]\nsource = models/cnn_functions.onnx\npreprocess.opset = 17\n' > "$E/rules/main.rules"
+expect_err "preprocess.opset refuses model-local functions" 1 \
+	"preprocess.opset = 17: model-local function 'Sequential.1' imports the default domain; converting function bodies is not supported" "$Q" -C "$E"
+[ ! -e "$E/build/x/x.onnx" ] && pass "nothing written for a refused upgrade" || fail "nothing written for a refused upgrade" "$E/build/x/x.onnx exists"
+printf '[model x]\nsource = models/convbn.onnx\npreprocess.opset = 99\n' > "$E/rules/main.rules"
+expect_err "preprocess.opset out of range is a rule error" 2 \
+	"rules/main.rules:3: .*preprocess.opset = '99' is not valid: expected an opset from 7 to 23" "$Q" -C "$E"

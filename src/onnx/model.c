@@ -105,7 +105,7 @@ static void canon_append(ProtobufCBuffer *base, size_t len, const uint8_t *data)
 	XXH3_128bits_update(b->st, data, len);
 	if (!b->ref || b->differs)
 		return;
-	if (len > b->reflen - b->pos || memcmp(b->ref + b->pos, data, len))
+	if (len > b->reflen - b->pos || (len && memcmp(b->ref + b->pos, data, len)))
 		b->differs = 1;
 	else
 		b->pos += len;

@@ -208,10 +208,107 @@ static int static_dims(const Onnx__GraphProto *g, const char *name, int64_t *dim
 }
 
 /* Shape and Size of a tensor whose dims are all known numbers in the
- * model's annotations (written by infer-shapes) become int64 initializers;
+ * model's annotations (written by infer-shapes) become int64 initializers
+ * (and reshape_target() above makes computed Reshape targets constant);
  * fold then takes the Gather/Concat/Reshape chains behind them. */
+/* What is known of a 1-D int64 tensor of at most QM_MAX_RANK entries. */
+typedef struct PartVec {
+	int n;
+	int64_t v[QM_MAX_RANK];
+	uint8_t known[QM_MAX_RANK];
+} PartVec;
+
+/* p: name's entries as far as int64 (or int32, under a Cast) initializers,
+ * Concat along axis 0 and Cast to int64 tell; others unknown when the length is annotated. 1, or 0
+ * when not even the length is known (or -1 on a read error) */
+static int part_vec(PrepCtx *c, const Onnx__GraphProto *g, const char *name, PartVec *p, int depth)
+{
+	const Onnx__TensorProto *t = pg_init(g, name);
+	int64_t dims[QM_MAX_RANK];
+	memset(p, 0, sizeof *p);
+	if (t && !pg_is_input(g, name)) {
+		int64_t n = tensor_proto_numel(t);
+		if ((t->data_type != DT_INT64 && t->data_type != DT_INT32) || t->n_dims != 1 || n < 0 || n > QM_MAX_RANK)
+			return 0;
+		Tensor x = {0};
+		if (tensor_from_proto(c->m, t, &x) < 0)
+			return -1;
+		p->n = (int)n;
+		for (int64_t i = 0; i < n; i++)
+			p->v[i] = tensor_get_i64(&x, i), p->known[i] = 1;
+		tensor_free(&x);
+		return 1;
+	}
+	long pi = t ? -1 : pg_producer(g, name);
+	const Onnx__NodeProto *nd = pi >= 0 ? g->node[pi] : NULL;
+	int dflt = nd && (!nd->domain || !*nd->domain || !strcmp(nd->domain, "ai.onnx"));
+	int64_t v;
+	if (dflt && depth < 8 && !strcmp(nd->op_type, "Cast") && nd->n_input == 1 && attr_int(nd, "to", 0, &v) == 0 &&
+	    v == DT_INT64)
+		return part_vec(c, g, nd->input[0], p, depth + 1);
+	if (dflt && depth < 8 && !strcmp(nd->op_type, "Concat") && attr_int(nd, "axis", 1, &v) == 0 &&
+	    (v == 0 || v == -1)) {
+		for (size_t k = 0; k < nd->n_input; k++) {
+			PartVec q;
+			int r = part_vec(c, g, nd->input[k], &q, depth + 1);
+			if (r <= 0 || p->n + q.n > QM_MAX_RANK)
+				return r < 0 ? -1 : 0;
+			memcpy(p->v + p->n, q.v, (size_t)q.n * sizeof *q.v);
+			memcpy(p->known + p->n, q.known, (size_t)q.n);
+			p->n += q.n;
+		}
+		return 1;
+	}
+	if (static_dims(g, name, dims) != 1 || dims[0] > QM_MAX_RANK)
+		return 0;
+	p->n = (int)dims[0];
+	return 1;
+}
+
+/* Reshape whose target shape is computed but known up to one entry, the
+ * others positive: that entry can only be what -1 infers (the element
+ * count over the product of the rest), so the shape becomes a constant
+ * with -1 there (what onnx-simplifier does for batch dimensions). 1 if
+ * rewritten, 0 if not, -1 */
+static int reshape_target(PrepCtx *c, Onnx__GraphProto *g, Onnx__NodeProto *n)
+{
+	if ((n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) || strcmp(n->op_type, "Reshape") ||
+	    n->n_input != 2 || model_opset(c->m->proto, "") < 5 || pg_init(g, n->input[1]))
+		return 0;
+	PartVec p;
+	int r = part_vec(c, g, n->input[1], &p, 0);
+	if (r <= 0 || p.n == 0)
+		return r;
+	int unknown = -1;
+	for (int i = 0; i < p.n; i++) {
+		if (!p.known[i] && unknown >= 0)
+			return 0;
+		if (!p.known[i])
+			unknown = i;
+		else if (p.v[i] <= 0)
+			return 0;
+	}
+	Tensor t = {0};
+	int64_t len = p.n;
+	if (tensor_alloc(&t, DT_INT64, 1, &len) < 0)
+		return -1;
+	for (int i = 0; i < p.n; i++)
+		((int64_t *)t.data)[i] = i == unknown ? -1 : p.v[i];
+	char *nm = pg_fresh_name(c, g, n->input[1]);
+	pg_add_init(g, nm, &t);
+	free(n->input[1]);
+	n->input[1] = nm;
+	return 1;
+}
+
 int prep_shape(PrepCtx *c, Onnx__GraphProto *g)
 {
+	for (size_t i = 0; i < g->n_node; i++) {
+		int r = reshape_target(c, g, g->node[i]);
+		if (r < 0)
+			return -1;
+		c->stat->changed += (size_t)r;
+	}
 	for (size_t i = 0; i < g->n_node;) {
 		Onnx__NodeProto *n = g->node[i];
 		int is_shape = !strcmp(n->op_type, "Shape"), is_size = !strcmp(n->op_type, "Size");

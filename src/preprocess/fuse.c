@@ -1,9 +1,11 @@
-/* fuse.c — the fuse-bn pass: BatchNormalization folded into the Conv or
- * Gemm that produces its input (see passes.h).
+/* fuse.c — the fuse-bn pass: BatchNormalization folded into the Conv,
+ * ConvTranspose or Gemm that produces its input (see passes.h).
  *
  * y = (x - mean) * scale / sqrt(var + eps) + B is a per-channel affine map,
  * s = scale / sqrt(var + eps), so Conv(X, W, b) followed by it equals
- * Conv(X, W * s[o], (b - mean) * s + B), and Gemm(A, Bm, C, alpha, beta)
+ * Conv(X, W * s[o], (b - mean) * s + B); ConvTranspose's weight is
+ * [C_in, C_out / group, k...], so output channel o = g * (C_out / group) + j
+ * scales W[ci, j] for every ci of group g; Gemm(A, Bm, C, alpha, beta)
  * equals Gemm(A, Bm * s[col], (beta * C - mean) * s + B, alpha, beta = 1).
  * Conditions: inference BatchNormalization (training_mode 0, spatial 1,
  * is_test 1 before opset 7, no statistics output read); its parameters, W (or Bm) and any bias are float
@@ -87,9 +89,13 @@ static void set_float_attr(Onnx__NodeProto *n, const char *name, float v)
 static int fuse_one(PrepCtx *c, Onnx__GraphProto *g, size_t bi, Onnx__NodeProto *p)
 {
 	Onnx__NodeProto *bn = g->node[bi];
-	int is_conv = !strcmp(p->op_type, "Conv");
+	int is_convt = !strcmp(p->op_type, "ConvTranspose");
+	int is_conv = is_convt || !strcmp(p->op_type, "Conv");
 	if (!default_domain(p) || (!is_conv && strcmp(p->op_type, "Gemm")) || p->n_output != 1)
 		return 0;
+	int64_t group = 1;
+	if (is_convt && attr_int(p, "group", 1, &group) < 0)
+		return -1;
 	if (!is_conv && model_opset(c->m->proto, "") < 7)
 		return 0;
 	Tensor prm[4] = {{0}}, w = {0}, b = {0}, nw = {0}, nb = {0};
@@ -112,7 +118,11 @@ static int fuse_one(PrepCtx *c, Onnx__GraphProto *g, size_t bi, Onnx__NodeProto 
 		r = load_float(c, g, node_input(p, 2), &b);
 	int64_t alpha_trans = 0;
 	float beta = 1;
-	if (r == 1 && is_conv) {
+	if (r == 1 && is_convt) {
+		if (w.rank < 3 || group < 1 || w.dims[0] % group || w.dims[1] * group != ch ||
+		    (has_bias && (b.rank != 1 || b.numel != ch)))
+			r = 0;
+	} else if (r == 1 && is_conv) {
 		if (w.rank < 3 || w.dims[0] != ch || (has_bias && (b.rank != 1 || b.numel != ch)))
 			r = 0;
 	} else if (r == 1) {
@@ -140,7 +150,14 @@ static int fuse_one(PrepCtx *c, Onnx__GraphProto *g, size_t bi, Onnx__NodeProto 
 	}
 	const float *wd = w.data;
 	float *nwd = nw.data;
-	if (is_conv) {
+	if (is_convt) {
+		/* W[ci, j, k...]: output channel (ci / (C_in / group)) * (C_out / group) + j */
+		int64_t cpg = w.dims[1], k = w.numel / (w.dims[0] * cpg), ipg = w.dims[0] / group;
+		for (int64_t i = 0; i < w.numel; i++) {
+			int64_t ci = i / (cpg * k), j = i / k % cpg;
+			nwd[i] = (float)(wd[i] * s[ci / ipg * cpg + j]);
+		}
+	} else if (is_conv) {
 		int64_t per = w.numel / ch;
 		for (int64_t i = 0; i < w.numel; i++)
 			nwd[i] = (float)(wd[i] * s[i / per]);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "preprocess/opset.h"
 #include "preprocess/passes.h"
 
 static const struct {
@@ -107,6 +108,10 @@ int prep_run(Model *m, const PrepOpts *o, PrepReport *r)
 		return error("preprocess: the model has no graph");
 	r->nodes_before = g->n_node;
 	r->inits_before = g->n_initializer;
+	r->opset_from = r->opset_to = model_opset(m->proto, "");
+	if (o->opset && prep_opset(m, o->opset, &r->opset_changed) < 0)
+		return -1;
+	r->opset_to = model_opset(m->proto, "");
 	PrepCtx c = {.m = m, .o = o};
 	int rc = 0;
 	for (size_t round = 0; round < PREP_MAX_ROUNDS && rc == 0; round++) {

@@ -9,9 +9,10 @@
  * rounding of folded arithmetic.
  *
  * Passes: identity (Identity, inference Dropout, no-op Cast and Slice),
- * shape (Shape and Size of statically shaped tensors), fold (constant
+ * shape (Shape and Size of statically shaped tensors; Reshape targets
+ * computed up to one entry become constants with -1), fold (constant
  * folding through the operator kernels), fuse-bn (BatchNormalization into
- * Conv or Gemm), conv-affine (Mul/Add by per-channel constants into Conv),
+ * Conv, ConvTranspose or Gemm), conv-affine (Mul/Add by per-channel constants into Conv),
  * transpose (consecutive Transposes, identity permutations), matmul-add
  * (MatMul + Add of a bias into Gemm), dedup (duplicate initializers), cse
  * (nodes computing the same thing), dce (dead nodes, unused initializers).
@@ -47,6 +48,7 @@ typedef struct PrepOpts {
 	int passes[PREP_NPASSES]; /* PREP_* in the order to run */
 	size_t npasses;
 	size_t fold_limit;        /* 0: PREP_FOLD_LIMIT */
+	int64_t opset;            /* preprocess.opset: convert to it first (0: keep) */
 	FILE *log;                /* skipped folds are reported here (may be NULL) */
 } PrepOpts;
 
@@ -55,6 +57,8 @@ typedef struct PrepReport {
 	size_t rounds;
 	size_t nodes_before, nodes_after;   /* main graph */
 	size_t inits_before, inits_after;
+	int64_t opset_from, opset_to;       /* default-domain opset before/after */
+	size_t opset_changed;               /* nodes the opset upgrade rewrote */
 } PrepReport;
 
 /* name of pass PREP_* */
@@ -62,7 +66,7 @@ const char *prep_pass_name(int pass);
 /* Parse "default" or "p1,p2 p3" into o->passes. -1 with error() naming an
  * unknown pass and listing the known ones. */
 int prep_parse(const char *spec, PrepOpts *o);
-/* Run the passes on m. */
+/* Upgrade the opset when o->opset asks (opset.h), then run the passes on m. */
 int prep_run(Model *m, const PrepOpts *o, PrepReport *r);
 
 /* a set of names (borrowed pointers, open addressing); zeroed is empty */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "infer/infer.h"
+#include "preprocess/opset.h"
 #include "preprocess/passes.h"
 #include "rules/rules.h"
 #include "stages/stage.h"
@@ -18,16 +19,33 @@ static const StageParam params[] = {
 	 "matmul-add, dedup, cse, dce"},
 	{"preprocess.fold-limit", PARAM_TEXT, NULL, "16M", 1,
 	 "largest output (bytes, K/M/G suffixes) constant folding may materialize"},
+	{"preprocess.opset", PARAM_INT, NULL, NULL, 1,
+	 "upgrade the model's default-domain opset to this one (7 to 23) before the passes"},
 	{NULL, 0, NULL, NULL, 0, NULL},
 };
 
-/* pass names and the fold limit are checked when the rule file is read */
+/* preprocess.opset's value into *out (may be NULL); -1 with error() */
+static int parse_opset(const char *v, int64_t *out)
+{
+	char *end;
+	long long n = strtoll(v, &end, 10);
+	if (end == v || *end || n < OPSET_MIN_TARGET || n > OPSET_MAX_TARGET)
+		return error("preprocess.opset = '%s' is not valid: expected an opset from %d to %d", v,
+			     OPSET_MIN_TARGET, OPSET_MAX_TARGET);
+	if (out)
+		*out = n;
+	return 0;
+}
+
+/* pass names, the opset and the fold limit are checked when the rule file is read */
 static int check_param(const char *key, const char *value)
 {
 	if (!strcmp(key, "preprocess")) {
 		PrepOpts o = {0};
 		return prep_parse(value, &o);
 	}
+	if (!strcmp(key, "preprocess.opset"))
+		return parse_opset(value, NULL);
 	if (!strcmp(key, "preprocess.fold-limit") && parse_size(value) <= 0)
 		return error("preprocess.fold-limit = '%s' is not valid: expected a size such as 64K or 16M", value);
 	return 0;
@@ -44,8 +62,10 @@ static int wanted(const Section *sec)
 /* the model's options, or -1 with error() (where: "file:line: " or "") */
 static int options(const Section *sec, const char *model, PrepOpts *o)
 {
-	const KV *kv = sec_find(sec, "preprocess");
-	if (!kv) {
+	const KV *kv = sec_find(sec, "preprocess"), *ok = sec_find(sec, "preprocess.opset");
+	if (ok && parse_opset(ok->value, &o->opset) < 0)
+		return error_prefix("%s:%d: model '%s'", ok->file, ok->line, model);
+	if (!kv && !ok) {
 		const char *k = NULL;
 		for (size_t i = 0; i < sec->nkv && !k; i++)
 			if (!strncmp(sec->kv[i].key, "preprocess.", 11))
@@ -53,7 +73,7 @@ static int options(const Section *sec, const char *model, PrepOpts *o)
 		return error("%s:%d: model '%s' sets %s but not preprocess = default | PASS,...", kv->file, kv->line,
 			     model, k);
 	}
-	if (prep_parse(kv->value, o) < 0)
+	if (kv && prep_parse(kv->value, o) < 0)
 		return error_prefix("%s:%d: model '%s'", kv->file, kv->line, model);
 	const KV *lk = sec_find(sec, "preprocess.fold-limit");
 	const char *lv = stage_param_value(sec, "preprocess.fold-limit");
@@ -80,8 +100,9 @@ static void write_json(StrBuf *sb, const char *model, const PrepReport *r)
 	sb_json_str(sb, model);
 	sb_printf(sb, ",\n  \"rounds\": %zu,\n  \"nodes\": {\"before\": %zu, \"after\": %zu},\n", r->rounds,
 		  r->nodes_before, r->nodes_after);
-	sb_printf(sb, "  \"initializers\": {\"before\": %zu, \"after\": %zu},\n  \"passes\": {", r->inits_before,
-		  r->inits_after);
+	sb_printf(sb, "  \"initializers\": {\"before\": %zu, \"after\": %zu},\n", r->inits_before, r->inits_after);
+	sb_printf(sb, "  \"opset\": {\"before\": %lld, \"after\": %lld, \"converted\": %zu},\n  \"passes\": {",
+		  (long long)r->opset_from, (long long)r->opset_to, r->opset_changed);
 	for (int p = 0; p < PREP_NPASSES; p++)
 		sb_printf(sb, "%s\n    \"%s\": {\"changed\": %zu, \"skipped\": %zu}", p ? "," : "", prep_pass_name(p),
 			  r->stat[p].changed, r->stat[p].skipped);
@@ -107,6 +128,9 @@ static int run(StageCtx *c)
 			error_prefix("preprocess: shape inference of the simplified model");
 	}
 	if (r == 0) {
+		if (o.opset)
+			fprintf(c->log, "preprocess: %s: opset %lld -> %lld, %zu nodes converted\n", c->model,
+				(long long)rep.opset_from, (long long)rep.opset_to, rep.opset_changed);
 		for (size_t i = 0; i < o.npasses; i++) {
 			int p = o.passes[i];
 			fprintf(c->log, "preprocess: %s: %s: %zu changed", c->model, prep_pass_name(p), rep.stat[p].changed);
@@ -133,7 +157,7 @@ static int run(StageCtx *c)
 
 const Stage stage_preprocess = {
 	.name = "preprocess",
-	.version = 1,
+	.version = 2,
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = declared_inputs,

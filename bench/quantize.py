@@ -1,18 +1,34 @@
 """Quantization against onnxruntime's quantizer, in one run on one machine.
 
-    .venv/bin/python bench/quantize.py [--quantmake obj/quant/quantmake] [--samples 100]
+    .venv/bin/python bench/quantize.py [--quantmake obj/h2/quantmake] [--samples 100] [--jobs 1]
+                                       [--models digits,cnn,digits-cnn,digits-vit,magika,silero,silero-ifless]
 
-Models: the example digits MLP (examples/digits, trained) and a synthetic
-CNN built here with the onnx helper API (3x64x64 input, four 3x3 convs with
-16/32/64/128 channels, global pooling, a 128x10 Gemm; fixed random weights).
+Models:
+- digits: the example digits MLP (examples/digits, trained);
+- cnn: a synthetic CNN built here with the onnx helper API (3x64x64 input,
+  four 3x3 convs with 16/32/64/128 channels, global pooling, a 128x10 Gemm;
+  fixed random weights);
+- digits-cnn, digits-vit: a CNN and a small transformer trained on
+  scikit-learn's 8x8 digits by bench/train-digits.py with Debian's
+  python3-torch (cached in bench/.cache; Fashion-MNIST is not installed);
+- magika, silero, silero-ifless: the models of the PyPI packages magika
+  1.0.3 and silero-vad 6.2.3 (bench/fetch-models.sh; silero_vad.onnx, whose
+  graph is one If over the sample rate, and silero_vad_op18_ifless.onnx).
 For each: static QDQ uint8/int8 (per tensor) from the same calibration set,
 and dynamic int8. quantmake runs as a whole build (infer-shapes, calibrate,
-quantize) in a fresh project and cache; onnxruntime runs quantize_static /
-quantize_dynamic in a fresh Python process that has imported nothing else.
-Wall time and peak RSS are those of the process tree (/usr/bin/time).
-The static runs are repeated with 10x the calibration samples to show how
-memory grows with the calibration set. Fidelity: top-1 on test.npz for the
-digits model, SQNR of the outputs against the float model for the CNN.
+quantize) in a fresh project and cache with -j JOBS; onnxruntime runs
+quantize_static / quantize_dynamic in a fresh Python process that has
+imported nothing else. Wall time and peak RSS are those of the process tree
+(/usr/bin/time). The uint8 static runs are repeated with 10x the calibration
+samples to show how memory grows with the calibration set. Calibration
+samples are .npz files with one member per model input, read by both tools.
+
+Fidelity: top-1 on held-out labeled images for the digits models; for the
+others, with no labels, the SQNR of the first output against the float
+model's (magika also: how often the top-1 label agrees with the float
+model's, over features of files of this machine; silero: a synthetic
+signal of voiced and noise segments run chunk by chunk with its state
+carried). A tool that fails on a model is reported with its error line.
 """
 import argparse
 import os
@@ -54,35 +70,39 @@ def make_cnn(path):
 
 
 def timed(cmd, cwd=None, env=None):
-    """(wall seconds, peak RSS MiB) of cmd and its children"""
+    """(wall seconds, peak RSS MiB, None) of cmd and its children, or
+    (None, None, error line) when it fails"""
     out = subprocess.run(["/usr/bin/time", "-f", "TIME %e %M"] + cmd, cwd=cwd, env=env,
                          capture_output=True, text=True)
     if out.returncode != 0:
-        raise SystemExit("failed: %s\n%s" % (" ".join(cmd), out.stderr[-2000:]))
+        lines = [l for l in (out.stdout + out.stderr).splitlines() if l.strip() and not l.startswith("TIME ")
+                 and "Command exited" not in l]
+        errs = [l for l in lines if "rror" in l] or lines or ["exit %d" % out.returncode]
+        return None, None, errs[-1].strip()[:160]
     line = [l for l in out.stderr.splitlines() if l.startswith("TIME ")][-1].split()
-    return float(line[1]), int(line[2]) / 1024.0
+    return float(line[1]), int(line[2]) / 1024.0, None
 
 
-ORT_SCRIPT = r'''
+ORT_SCRIPT = r"""
 import sys, glob, numpy as np
 from onnxruntime.quantization import (quantize_static, quantize_dynamic, QuantFormat, QuantType,
                                       CalibrationDataReader)
 src, dst, mode, act, data = sys.argv[1:6]
 T = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8}
 class R(CalibrationDataReader):
-    def __init__(self): self.files = iter(sorted(glob.glob(data + "/*.npy")))
+    def __init__(self): self.files = iter(sorted(glob.glob(data + "/*.npz")))
     def get_next(self):
         f = next(self.files, None)
-        return None if f is None else {"input": np.load(f)}
+        return None if f is None else dict(np.load(f))
 if mode == "static":
     quantize_static(src, dst, R(), quant_format=QuantFormat.QDQ, activation_type=T[act],
                     weight_type=QuantType.QInt8)
 else:
     quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
-'''
+"""
 
 
-def quantmake(qm, work, model, mode, act, data, tag):
+def quantmake(qm, jobs, work, model, mode, act, data, tag):
     p = os.path.join(work, "qm-" + tag)
     shutil.rmtree(p, ignore_errors=True)
     os.makedirs(p + "/rules")
@@ -93,74 +113,247 @@ def quantmake(qm, work, model, mode, act, data, tag):
         rules += "quantize.calibration = calib\nquantize.activations = %s\n" % act
     open(p + "/rules/m.rules", "w").write(rules)
     env = dict(os.environ, QUANTMAKE_CACHE=p + "/cache")
-    t, rss = timed([qm, "-C", p, "-j1"], env=env)
-    return t, rss, p + "/build/m/m.onnx"
+    t, rss, err = timed([qm, "-C", p, "-j%d" % jobs], env=env)
+    return t, rss, err, p + "/build/m/m.onnx"
 
 
 def peer(work, model, mode, act, data, tag):
     dst = os.path.join(work, "ort-%s.onnx" % tag)
     script = os.path.join(work, "ort_quant.py")
     open(script, "w").write(ORT_SCRIPT)
-    t, rss = timed([PY, script, model, dst, mode, act, data])
-    return t, rss, dst
+    t, rss, err = timed([PY, script, model, dst, mode, act, data])
+    return t, rss, err, dst
 
 
-def outputs(path, x):
-    s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    return s.run(None, {"input": x})[0]
+def session(path):
+    return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
 
 
 def sqnr(ref, o):
     return 10 * np.log10((ref ** 2).sum() / max(((ref - o) ** 2).sum(), 1e-30))
 
 
+# ---- models: each gives (onnx path, calibration sample generator, evaluator)
+# gen(i) -> {input name: array} for calibration sample i; evaluate(path) ->
+# fidelity text
+
+
+def labeled(x, y):
+    def evaluate(path):
+        o = session(path).run(None, {"input": x})[0]
+        return "top-1 %.4f" % (o.argmax(1) == y).mean()
+    return evaluate
+
+
+def against_float(model, feeds):
+    ref = session(model).run(None, feeds)[0]
+
+    def evaluate(path):
+        if path == model:
+            return "(reference)"
+        return "%.1f dB" % sqnr(ref, session(path).run(None, feeds)[0])
+    return evaluate
+
+
+def digits_data():
+    """scikit-learn's digits, split as examples/digits/train.py does"""
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    x = (d.data / 16.0).astype(np.float32)
+    y = d.target.astype(np.int64)
+    perm = np.random.default_rng(0).permutation(len(x))
+    return x[perm][:1400], y[perm][:1400], x[perm][1400:], y[perm][1400:]
+
+
+def trained_digits(name):
+    """bench/.cache/NAME.onnx, trained by bench/train-digits.py if missing"""
+    cache = os.path.join(ROOT, "bench/.cache")
+    path = os.path.join(cache, name + ".onnx")
+    if not os.path.exists(path):
+        os.makedirs(cache, exist_ok=True)
+        xtr, ytr, _, _ = digits_data()
+        np.savez(cache + "/digits-train.npz", xtr=xtr, ytr=ytr)
+        subprocess.run(["/usr/bin/python3", ROOT + "/bench/train-digits.py", cache + "/digits-train.npz", cache],
+                       check=True)
+    return path
+
+
+def magika_features(path):
+    """magika 1.0.3's standard_v3_3 input: the first and last 1024 bytes
+    (whitespace stripped) of the first and last 4096, padded with 256"""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+        f.seek(max(0, os.path.getsize(path) - 4096))
+        tail = f.read(4096)
+    beg = list(head.lstrip()[:1024])
+    end = list(tail.rstrip()[-1024:]) if tail.rstrip() else []
+    v = beg + [256] * (1024 - len(beg)) + [256] * (1024 - len(end)) + end
+    return np.array(v, np.int32)[None]
+
+
+def magika_files():
+    files = []
+    for d in ("/usr/share/doc", "/usr/bin", "/usr/lib/python3/dist-packages", "/usr/include", "/etc",
+              "/usr/share/perl5", "/usr/share/common-licenses"):
+        for dp, _, fs in os.walk(d):
+            files += [os.path.join(dp, f) for f in fs if os.path.isfile(os.path.join(dp, f))
+                      and not os.path.islink(os.path.join(dp, f)) and os.path.getsize(os.path.join(dp, f)) > 0]
+    files.sort()
+    return files[::max(1, len(files) // 2000)][:2000]
+
+
+def silero_signal(n, seed):
+    """n chunks of 512 samples at 16 kHz: voiced stretches (a pulse train
+    through two resonances, with pitch drift) between noise and silence"""
+    r = np.random.default_rng(seed)
+    out, t = [], 0
+    while len(out) * 512 < n * 512:
+        kind, dur = r.integers(0, 3), int(r.integers(4000, 16000))
+        if kind == 0:
+            f0 = r.uniform(90, 220) * (1 + 0.1 * np.sin(np.arange(dur) / 3000))
+            ph = np.cumsum(f0 / 16000)
+            src = (np.diff(np.floor(ph), prepend=0) > 0).astype(np.float32)
+            sig = np.zeros(dur, np.float32)
+            for fr, bw in ((r.uniform(400, 800), 80), (r.uniform(1000, 2200), 120)):
+                a = np.exp(-np.pi * bw / 16000)
+                b1, b2 = 2 * a * np.cos(2 * np.pi * fr / 16000), -a * a
+                y1 = y2 = 0.0
+                y = np.empty(dur, np.float32)
+                for i in range(dur):
+                    y0 = src[i] + b1 * y1 + b2 * y2
+                    y[i], y2, y1 = y0, y1, y0
+                sig += y
+            sig *= 0.3 / max(np.abs(sig).max(), 1e-6)
+        elif kind == 1:
+            sig = (r.standard_normal(dur) * 0.05).astype(np.float32)
+        else:
+            sig = (r.standard_normal(dur) * 0.002).astype(np.float32)
+        out.append(sig)
+        t += dur
+    x = np.concatenate(out)[:n * 512].astype(np.float32)
+    return x.reshape(n, 1, 512)
+
+
+def silero_run(path, chunks):
+    """speech probability per chunk, the state carried from chunk to chunk;
+    also the (input, state) pairs fed"""
+    s = session(path)
+    state, sr = np.zeros((2, 1, 128), np.float32), np.array(16000, np.int64)
+    probs, feeds = [], []
+    for c in chunks:
+        feeds.append({"input": c, "state": state, "sr": sr})
+        p, state = s.run(None, feeds[-1])
+        probs.append(p)
+    return np.concatenate(probs), feeds
+
+
+def setup_models(work, names, samples):
+    """{name: (model path, gen, evaluate, per-sample note)}"""
+    models = {}
+    rng = np.random.default_rng(2)
+    if "digits" in names:
+        path = os.path.join(work, "digits.onnx")
+        subprocess.run([PY, ROOT + "/examples/digits/export.py", ROOT + "/examples/digits/weights.npz", path],
+                       check=True)
+        calib = np.load(ROOT + "/examples/digits/calib.npy")
+        test = np.load(ROOT + "/examples/digits/test.npz")
+        models["digits"] = (path, lambda i: {"input": calib[i % len(calib)][None]},
+                            labeled(test["input"], test["labels"]))
+    if "cnn" in names:
+        path = os.path.join(work, "cnn.onnx")
+        make_cnn(path)
+        xc = rng.standard_normal((32, 3, 64, 64)).astype(np.float32)
+        models["cnn"] = (path, lambda i: {"input": np.random.default_rng(100 + i).standard_normal(
+            (1, 3, 64, 64)).astype(np.float32)}, against_float(path, {"input": xc}))
+    if "digits-cnn" in names or "digits-vit" in names:
+        xtr, _, xte, yte = digits_data()
+        for name in ("digits-cnn", "digits-vit"):
+            if name in names:
+                models[name] = (trained_digits(name), lambda i: {"input": xtr[i % len(xtr)][None]},
+                                labeled(xte, yte))
+    if "magika" in names or "silero" in names or "silero-ifless" in names:
+        d = subprocess.run(["sh", ROOT + "/bench/fetch-models.sh"], capture_output=True, text=True)
+        if d.returncode != 0:
+            print("magika, silero: bench/fetch-models.sh failed (offline?): %s" % d.stderr.strip()[-200:])
+            return models
+        d = d.stdout.strip()
+    if "magika" in names:
+        files = magika_files()
+        ev, cal = files[1::2][:300], files[0::2]
+        xs = np.concatenate([magika_features(f) for f in ev])
+        path = d + "/magika/model.onnx"
+        ref = session(path).run(None, {"bytes": xs})[0]
+
+        def evaluate(p, ref=ref, xs=xs, path=path):
+            if p == path:
+                return "(reference)"
+            o = session(p).run(None, {"bytes": xs})[0]
+            return "%.1f dB, top-1 = float %.3f" % (sqnr(ref, o), (o.argmax(1) == ref.argmax(1)).mean())
+        models["magika"] = (path, lambda i: {"bytes": magika_features(cal[i % len(cal)])}, evaluate)
+    for name, file in (("silero", "silero_vad.onnx"), ("silero-ifless", "silero_vad_op18_ifless.onnx")):
+        if name not in names:
+            continue
+        path = d + "/silero/" + file
+        _, feeds = silero_run(path, silero_signal(samples * 10, 5))
+        ref, _ = silero_run(path, silero_signal(200, 6))
+
+        def evaluate(p, ref=ref, path=path):
+            if p == path:
+                return "(reference)"
+            o, _ = silero_run(p, silero_signal(200, 6))
+            return "%.1f dB" % sqnr(ref, o)
+        models[name] = (path, lambda i, feeds=feeds: feeds[i % len(feeds)], evaluate)
+    return models
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quantmake", default=os.path.join(ROOT, "obj/quant/quantmake"))
+    ap.add_argument("--quantmake", default=os.path.join(ROOT, "quantmake"))
     ap.add_argument("--samples", type=int, default=100)
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--models", default="digits,cnn,digits-cnn,digits-vit,magika,silero,silero-ifless")
     a = ap.parse_args()
     qm = os.path.abspath(a.quantmake)
     ort.set_default_logger_severity(3)
     work = tempfile.mkdtemp(prefix="qmbench-")
     try:
-        digits = os.path.join(work, "digits.onnx")
-        subprocess.run([PY, ROOT + "/examples/digits/export.py", ROOT + "/examples/digits/weights.npz", digits],
-                       check=True)
-        cnn = os.path.join(work, "cnn.onnx")
-        make_cnn(cnn)
-        rng = np.random.default_rng(2)
-        calib = np.load(ROOT + "/examples/digits/calib.npy")
-        test = np.load(ROOT + "/examples/digits/test.npz")
-        sets = {}
-        for name, n, gen in (("digits", a.samples, lambda i: calib[i % len(calib)][None]),
-                             ("cnn", a.samples, lambda i: rng.standard_normal((1, 3, 64, 64)).astype(np.float32))):
-            for mult in (1, 10):
-                d = os.path.join(work, "calib-%s-%d" % (name, mult))
-                os.makedirs(d)
-                for i in range(n * mult):
-                    np.save("%s/s%05d.npy" % (d, i), gen(i))
-                sets[name, mult] = d
-        xc = rng.standard_normal((32, 3, 64, 64)).astype(np.float32)
+        models = setup_models(work, a.models.split(","), a.samples)
         print("| model | mode | samples | quantmake s | ORT s | speed-up | quantmake MiB | ORT MiB | "
-              "quantmake fidelity | ORT fidelity | size fp32 -> quantmake / ORT |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
-        for name, model in (("digits", digits), ("cnn", cnn)):
-            if name == "digits":
-                x, fid = test["input"], lambda o: "top-1 %.4f" % (o.argmax(1) == test["labels"]).mean()
-            else:
-                ref = outputs(model, xc)
-                x, fid = xc, lambda o: "%.1f dB" % sqnr(ref, o)
+              "float fidelity | quantmake fidelity | ORT fidelity | size fp32 -> quantmake / ORT |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for name in a.models.split(","):
+            if name not in models:
+                continue
+            model, gen, evaluate = models[name]
+            sets = {}
+            for mult in (1, 10):
+                dd = os.path.join(work, "calib-%s-%d" % (name, mult))
+                os.makedirs(dd)
+                for i in range(a.samples * mult):
+                    np.savez("%s/s%05d.npz" % (dd, i), **gen(i))
+                sets[mult] = dd
+            ffid = evaluate(model)
             for mode, act, mult in (("static", "uint8", 1), ("static", "uint8", 10), ("static", "int8", 1),
                                     ("dynamic", "-", 1)):
-                data = sets[name, mult]
                 tag = "%s-%s-%s-%d" % (name, mode, act, mult)
-                tq, rq, oq = quantmake(qm, work, model, mode, act, data, tag)
-                tp, rp, op = peer(work, model, mode, act, data, tag)
+                tq, rq, eq, oq = quantmake(qm, a.jobs, work, model, mode, act, sets[mult], tag)
+                tp, rp, ep, op = peer(work, model, mode, act, sets[mult], tag)
                 n = a.samples * mult if mode == "static" else 0
-                size = "%d -> %d / %d" % (os.path.getsize(model), os.path.getsize(oq), os.path.getsize(op))
-                print("| %s | %s %s | %d | %.2f | %.2f | %.1fx | %.0f | %.0f | %s | %s | %s |" % (
-                    name, mode, act if mode == "static" else "int8", n, tq, tp, tp / tq, rq, rp,
-                    fid(outputs(oq, x)), fid(outputs(op, x)), size))
+                cell = lambda v, e, f: ("failed: " + e) if e else f % v
+
+                def fid(path, err):
+                    if err:
+                        return "-"
+                    try:
+                        return evaluate(path)
+                    except Exception as e:  # a model the runtime refuses
+                        return "runs not in ORT: %s" % str(e).splitlines()[0][:100]
+                size = "%d -> %s / %s" % (os.path.getsize(model), "-" if eq else os.path.getsize(oq),
+                                          "-" if ep else os.path.getsize(op))
+                print("| %s | %s %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    name, mode, act if mode == "static" else "int8", n, cell(tq, eq, "%.2f"), cell(tp, ep, "%.2f"),
+                    "%.1fx" % (tp / tq) if tq and tp else "-", "-" if eq else "%.0f" % rq,
+                    "-" if ep else "%.0f" % rp, ffid, fid(oq, eq), fid(op, ep), size))
                 sys.stdout.flush()
     finally:
         shutil.rmtree(work, ignore_errors=True)

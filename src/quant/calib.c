@@ -1,6 +1,31 @@
-/* calib.c — calibration statistics (see calib.h). */
+/* calib.c — calibration statistics (see calib.h).
+ *
+ * Most of the time of a calibration goes into the taps (every element of
+ * every float activation of every sample) and the interpreter. A tap scans
+ * a tensor once for min, max, zeros and non-finite values, then bins it a
+ * chunk at a time: bin indices computed with vector instructions
+ * (target_clones), zeros and non-finite values sent in turn to spare bins
+ * past the end (no branch), then counted. Zeros (half of a Relu's output)
+ * are added at once, as counting them one by one would serialize on one
+ * counter; so would runs of another value (Expand's outputs), hence large
+ * tensors are counted into four interleaved sub-histograms, of which only
+ * the bins between those of the min and max are added up. The outputs of
+ * operators that only move elements (Reshape, Transpose, Squeeze...) hold
+ * their input's values: their statistics are copied at the end.
+ *
+ * Samples are stacked into batches when every model input has a symbolic
+ * first dimension and a probe shows the model treats it as a batch: the
+ * first samples run one at a time (their statistics are the reference) and
+ * once more stacked; every float activation must then grow by the number
+ * of samples stacked (the batch may move to another axis, as in attention
+ * heads, but nothing may be summed or broadcast over it), and the outputs
+ * must be the one-at-a-time outputs stacked (within 1e-4 of their largest
+ * magnitude; a BLAS may sum in another order for another batch size). The
+ * batch size is bounded by the activation memory of one sample, so peak
+ * memory does not grow with the calibration set. */
 #include "quant/calib.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +35,44 @@
 #include "onnx/tensor.h"
 #include "util.h"
 
+#pragma GCC optimize("no-trapping-math", "no-math-errno", "vect-cost-model=dynamic")
+
+#define CALIB_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+
+enum {
+	CHUNK = 1024,           /* elements binned at a time */
+	SUBHIST = 4,            /* interleaved sub-histograms */
+	SPARE = 16,             /* spare bins past the end, taken in turn */
+	MAX_BATCH = 64,         /* samples stacked into one run at most */
+};
+/* live activation bytes a batch may take (the batch size is this over one
+ * sample's peak, so memory does not depend on the number of samples) */
+#define BATCH_BYTES ((size_t)2 << 20)
+
+typedef struct Shape {
+	int rank;               /* -1: not seen */
+	int64_t dims[QM_MAX_RANK];
+} Shape;
+
 typedef struct Collector {
 	CalibStats *s;
+	int32_t *idx;           /* CHUNK bin indices */
+	uint32_t *sub;          /* SUBHIST x (nbins + SPARE) counts, zero
+				   between uses (but for the spare bins) */
+	/* batching probe: shapes of the first sample's float activations */
+	Shape *shape0;
+	int probe;              /* 1: recording shape0, 2: checking a batch */
+	int64_t rows0, rows;    /* first dimension of one sample, of the batch */
+	int probe_bad;          /* a checked activation did not fit */
+	const char *probe_why;  /* the first one that did not */
+	uint64_t nseen[2];      /* float activations seen when recording, checking */
+	char *konst;            /* per tensor: made by a node without inputs
+				   (Constant), the same in every run */
+	uint64_t weight;        /* samples in the current run: a constant
+				   counts once per sample, batched or not */
+	size_t *alias;          /* per tensor: made by moving the elements of
+				   tensor alias[i] (Reshape, Transpose...),
+				   so its statistics are a copy; or SIZE_MAX */
 } Collector;
 
 static int cmp_stats(const void *a, const void *b)
@@ -25,18 +86,211 @@ const TensorStats *calib_find(const CalibStats *s, const char *name)
 	return bsearch(&key, s->t, s->n, sizeof *s->t, cmp_stats);
 }
 
-/* double t's histogram range until it covers magnitude m, merging bins */
+static int finite_bits(float v)
+{
+	uint32_t u;
+	memcpy(&u, &v, 4);
+	return (u & 0x7f800000u) != 0x7f800000u;
+}
+
+/* min and max of the finite values of x[0..n) (FLT_MAX, -FLT_MAX when there
+ * are none) and the number of zeros; returns how many values are not
+ * finite. Eight lanes so that the comparisons become vector min and max. */
+static CALIB_CLONES int64_t scan(const float *restrict x, int64_t n, float *lo, float *hi, int64_t *zeros)
+{
+	float l[8], h[8];
+	int32_t bad[8], z[8];
+	for (int k = 0; k < 8; k++) {
+		l[k] = FLT_MAX;
+		h[k] = -FLT_MAX;
+		bad[k] = z[k] = 0;
+	}
+	int64_t nbad = 0, nz = 0, i = 0;
+	while (i < n) {
+		/* flush the 32-bit counters now and then */
+		int64_t end = n - i > ((int64_t)1 << 28) ? i + ((int64_t)1 << 28) : n;
+		for (; i + 8 <= end; i += 8)
+			for (int k = 0; k < 8; k++) {
+				float v = x[i + k];
+				int f = finite_bits(v);
+				float a = f ? v : FLT_MAX, b = f ? v : -FLT_MAX;
+				l[k] = a < l[k] ? a : l[k];
+				h[k] = b > h[k] ? b : h[k];
+				bad[k] += !f;
+				z[k] += v == 0;
+			}
+		for (; i < end; i++) {
+			float v = x[i];
+			int f = finite_bits(v);
+			float a = f ? v : FLT_MAX, b = f ? v : -FLT_MAX;
+			l[0] = a < l[0] ? a : l[0];
+			h[0] = b > h[0] ? b : h[0];
+			bad[0] += !f;
+			z[0] += v == 0;
+		}
+		for (int k = 0; k < 8; k++) {
+			nbad += bad[k];
+			nz += z[k];
+			bad[k] = z[k] = 0;
+		}
+	}
+	for (int k = 1; k < 8; k++) {
+		l[0] = l[k] < l[0] ? l[k] : l[0];
+		h[0] = h[k] > h[0] ? h[k] : h[0];
+	}
+	/* -0 and +0 compare equal, so which one won depends on the order: keep +0 */
+	*lo = l[0] + 0.0f;
+	*hi = h[0] + 0.0f;
+	*zeros = nz;
+	return nbad;
+}
+
+/* idx[i] = the bin of x[i] over [-r, r) with k = nbins / (2 r): half +
+ * floor(x k), exact as k is a power of two (a product that underflows to
+ * -0 is still put below zero); trash + i % SPARE for zeros and non-finite
+ * values (zeros are counted apart). Branch-free and
+ * in float so that it vectorizes; k must be a normal float. */
+static CALIB_CLONES void bin_index(const float *restrict x, int n, float k, int32_t half,
+				   int32_t trash, int32_t *restrict idx)
+{
+	for (int i = 0; i < n; i++) {
+		float v = x[i];
+		int32_t f = fabsf(v) <= FLT_MAX && v != 0;
+		v = f ? v : 1.0f;
+		int32_t b = (int32_t)floorf(v * k);
+		b -= (v < 0) & (b >= 0);
+		idx[i] = f ? b + half : trash + (i & (SPARE - 1));
+	}
+}
+
+/* the same one value at a time in double, for any k */
+static void bin_index_wide(const float *x, int n, double k, int32_t half, int32_t trash, int32_t *idx)
+{
+	for (int i = 0; i < n; i++) {
+		double t = floor((double)x[i] * k);
+		idx[i] = isfinite(x[i]) && x[i] != 0 ? (int32_t)(t < 0 || x[i] >= 0 ? t : -1) + half
+						      : trash + (i & (SPARE - 1));
+	}
+}
+
+/* double t's histogram range until it exceeds magnitude m, merging bins:
+ * old bin i is new bin nb/4 + i/2 (exact: floor(floor(y) / 2) = floor(y / 2)).
+ * The first range is the smallest power of two above m, so the final range
+ * is the smallest power of two above the largest magnitude whatever the
+ * order and grouping of the samples. */
 static void widen(TensorStats *t, uint32_t nb, double m)
 {
-	while (m > t->range) {
+	if (m == 0)
+		return;
+	if (t->range == 0) {
+		int e;
+		frexp(m, &e);
+		t->range = ldexp(1.0, e);
+		return;
+	}
+	while (m >= t->range) {
 		uint64_t *h = t->hist;
-		uint64_t *n = xcalloc(nb, sizeof *n);
-		/* old bin i covers [-r + i w, ...) = new bin nb/4 + i/2 of width 2w */
+		uint64_t *n = xcalloc(nb + SPARE, sizeof *n);
 		for (uint32_t i = 0; i < nb; i++)
 			n[nb / 4 + i / 2] += h[i];
 		free(h);
 		t->hist = n;
 		t->range *= 2;
+	}
+}
+
+/* the bin of finite v, within one (for bounds) */
+static int32_t bin_near(double v, double k, uint32_t nb)
+{
+	double b = floor(v * k) + nb / 2;
+	return b < 0 ? 0 : b >= nb ? (int32_t)nb - 1 : (int32_t)b;
+}
+
+/* count the n values of x but zeros into t's histogram, w times (the range
+ * covers them; hist[nbins...] are the spare bins); lo and hi are their min,
+ * max */
+static void hist_add(Collector *c, TensorStats *t, const float *x, int64_t n, uint64_t w, float lo, float hi)
+{
+	uint32_t nb = c->s->nbins;
+	double k = nb / (2 * t->range);
+	uint64_t *h = t->hist;
+	int32_t blo = bin_near(lo, k, nb), bhi = bin_near(hi, k, nb);
+	blo -= blo > 0;
+	bhi += bhi < (int32_t)nb - 1;
+	int64_t span = bhi - blo + 1;
+	int sub = w == 1 && n >= 1024 && n >= 8 * span;
+	uint32_t *s = c->sub;
+	for (int64_t i = 0; i < n; i += CHUNK) {
+		int m = n - i < CHUNK ? (int)(n - i) : CHUNK;
+		if (k >= 0x1p-120 && k <= 0x1p120)
+			bin_index(x + i, m, (float)k, (int32_t)(nb / 2), (int32_t)nb, c->idx);
+		else
+			bin_index_wide(x + i, m, k, (int32_t)(nb / 2), (int32_t)nb, c->idx);
+		if (!sub) {
+			for (int j = 0; j < m; j++)
+				h[c->idx[j]] += w;
+			continue;
+		}
+		int j = 0;
+		for (; j + SUBHIST <= m; j += SUBHIST)
+			for (int q = 0; q < SUBHIST; q++)
+				s[q * (nb + SPARE) + (uint32_t)c->idx[j + q]]++;
+		for (; j < m; j++)
+			s[(uint32_t)c->idx[j]]++;
+		/* add up (and clear) before a 32-bit counter could fill */
+		if (((i + CHUNK) & (((int64_t)1 << 30) - 1)) == 0 || i + CHUNK >= n)
+			for (int q = 0; q < SUBHIST; q++) {
+				uint32_t *sq = s + q * (nb + SPARE);
+				for (int32_t b = blo; b <= bhi; b++) {
+					h[b] += sq[b];
+					sq[b] = 0;
+				}
+			}
+	}
+}
+
+/* add the n values of x to ts, w times */
+static void stats_add(Collector *c, TensorStats *ts, const float *x, int64_t n, uint64_t w)
+{
+	uint32_t nb = c->s->nbins;
+	float lo, hi;
+	int64_t zeros;
+	uint64_t bad = (uint64_t)scan(x, n, &lo, &hi, &zeros);
+	uint64_t good = (uint64_t)n - bad;
+	ts->nonfinite += bad * w;
+	if (!good)
+		return;
+	if (!ts->hist)
+		ts->hist = xcalloc(nb + SPARE, sizeof *ts->hist);
+	ts->min = ts->count && ts->min < lo ? ts->min : lo;
+	ts->max = ts->count && ts->max > hi ? ts->max : hi;
+	ts->count += good * w;
+	widen(ts, nb, fmax(-(double)lo, (double)hi));
+	ts->hist[nb / 2] += (uint64_t)zeros * w;
+	if (ts->range > 0)
+		hist_add(c, ts, x, n, w, lo, hi);
+}
+
+/* the probe: record (probe 1) or check (probe 2) activation shapes */
+static void probe_tap(Collector *c, TensorStats *ts, const Tensor *t)
+{
+	Shape *s0 = &c->shape0[ts - c->s->t];
+	c->nseen[c->probe - 1]++;
+	if (c->konst[ts - c->s->t])
+		return;
+	if (c->probe == 1) {
+		s0->rank = t->rank;
+		memcpy(s0->dims, t->dims, sizeof s0->dims);
+		return;
+	}
+	/* the batch may have moved to another axis (attention heads): only
+	 * the element count must scale with it */
+	int64_t n0 = s0->rank >= 0 ? shape_numel(s0->rank, s0->dims) : -1;
+	int ok = s0->rank == t->rank && c->rows0 > 0 && n0 >= 0 && t->numel == n0 / c->rows0 * c->rows &&
+		 n0 % c->rows0 == 0;
+	if (!ok && !c->probe_bad) {
+		c->probe_bad = 1;
+		c->probe_why = ts->name;
 	}
 }
 
@@ -48,45 +302,10 @@ static void tap(void *ud, const char *name, const Tensor *t)
 	TensorStats *ts = (TensorStats *)calib_find(c->s, name);
 	if (!ts)
 		return;
-	const float *x = t->data;
-	uint32_t nb = c->s->nbins;
-	float lo = INFINITY, hi = -INFINITY;
-	uint64_t bad = 0;
-	for (int64_t i = 0; i < t->numel; i++) {
-		float v = x[i];
-		if (!isfinite(v)) {
-			bad++;
-			continue;
-		}
-		lo = v < lo ? v : lo;
-		hi = v > hi ? v : hi;
-	}
-	uint64_t good = (uint64_t)t->numel - bad;
-	ts->nonfinite += bad;
-	if (!good)
-		return;
-	if (!ts->hist)
-		ts->hist = xcalloc(nb, sizeof *ts->hist);
-	ts->min = ts->count && ts->min < lo ? ts->min : lo;
-	ts->max = ts->count && ts->max > hi ? ts->max : hi;
-	ts->count += good;
-	double m = fmax(fabs(lo), fabs(hi));
-	if (ts->range == 0 && m > 0)
-		ts->range = m;
-	else
-		widen(ts, nb, m);
-	if (ts->range == 0) {
-		ts->hist[nb / 2] += good;
-		return;
-	}
-	double a = ts->range, k = nb / (2 * a);
-	for (int64_t i = 0; i < t->numel; i++) {
-		if (!isfinite(x[i]))
-			continue;
-		int64_t b = (int64_t)((x[i] + a) * k);
-		b = b < 0 ? 0 : b >= nb ? nb - 1 : b;
-		ts->hist[b]++;
-	}
+	if (c->probe)
+		probe_tap(c, ts, t);
+	if (c->probe != 2 && c->alias[ts - c->s->t] == SIZE_MAX)
+		stats_add(c, ts, t->data, t->numel, c->konst[ts - c->s->t] ? c->weight : 1);
 }
 
 /* "[batch,64]" from a graph input's declared shape */
@@ -122,8 +341,9 @@ static const Onnx__ValueInfoProto *graph_input(const Model *m, const char *name)
 }
 
 /* Match sample tensors to the model's inputs the way interp_run_sample
- * does, checking element type and shape. */
-static int check_sample(Model *m, Interp *ip, uint64_t idx, const TensorList *tl)
+ * does, checking element type and shape; by[i] is the tensor feeding
+ * input i. */
+static int check_sample(Model *m, Interp *ip, uint64_t idx, const TensorList *tl, const Tensor **by)
 {
 	size_t nin = interp_ninputs(ip), next_unnamed = 0;
 	for (size_t i = 0; i < nin; i++) {
@@ -172,30 +392,344 @@ static int check_sample(Model *m, Interp *ip, uint64_t idx, const TensorList *tl
 		sb_release(&want);
 		if (bad)
 			return -1;
+		by[i] = t;
 	}
 	return 0;
 }
 
-static int run_pass(Model *m, Interp *ip, SampleIter *it, Collector *col)
+/* can samples be stacked at all: every input has a declared rank >= 1 and
+ * a symbolic or unknown first dimension */
+static int batchable(Interp *ip)
 {
-	TensorList tl = {0};
+	size_t nin = interp_ninputs(ip);
+	for (size_t i = 0; i < nin; i++) {
+		int dtype, rank;
+		int64_t dims[QM_MAX_RANK];
+		interp_input_type(ip, i, &dtype, &rank, dims);
+		if (rank < 1 || dims[0] >= 0)
+			return 0;
+	}
+	return nin > 0;
+}
+
+/* A sample held for a batch: its tensors, in model input order. */
+typedef struct Held {
+	TensorList tl;
+	const Tensor **by;
+} Held;
+
+/* do samples a and b feed every input the same type and shape */
+static int same_shape(const Held *a, const Held *b, size_t nin)
+{
+	for (size_t i = 0; i < nin; i++) {
+		const Tensor *x = a->by[i], *y = b->by[i];
+		if (x->dtype != y->dtype || x->rank != y->rank ||
+		    memcmp(x->dims, y->dims, (size_t)x->rank * sizeof *x->dims))
+			return 0;
+	}
+	return 1;
+}
+
+/* stack the n held samples along the first dimension into in[nin] */
+static int stack(Interp *ip, const Held *h, size_t n, Tensor *in)
+{
+	size_t nin = interp_ninputs(ip);
+	for (size_t i = 0; i < nin; i++) {
+		const Tensor *t0 = h[0].by[i];
+		int64_t dims[QM_MAX_RANK];
+		memcpy(dims, t0->dims, sizeof dims);
+		dims[0] = t0->dims[0] * (int64_t)n;
+		if (tensor_alloc(&in[i], t0->dtype, t0->rank, dims) < 0)
+			return -1;
+		for (size_t k = 0; k < n; k++)
+			memcpy((char *)in[i].data + k * t0->nbytes, h[k].by[i]->data, t0->nbytes);
+		in[i].name = xstrdup(interp_input_name(ip, i));
+	}
+	return 0;
+}
+
+static void held_free(Held *h)
+{
+	tl_free(&h->tl);
+	free(h->by);
+	h->by = NULL;
+}
+
+/* run n held samples stacked as one batch; outputs to out (may be NULL) */
+static int run_stacked(Interp *ip, const Held *h, size_t n, size_t nout, Tensor *out)
+{
+	size_t nin = interp_ninputs(ip);
+	Tensor *in = xcalloc(nin, sizeof *in);
+	int r = stack(ip, h, n, in);
+	if (r == 0)
+		r = interp_run(ip, nin, in, nout, out);
+	for (size_t i = 0; i < nin; i++)
+		tensor_free(&in[i]);
+	free(in);
+	return r;
+}
+
+/* are batch outputs b the single-sample outputs one[k] stacked */
+static int outputs_match(size_t nout, const Tensor *b, Tensor *const *one, size_t n)
+{
+	for (size_t o = 0; o < nout; o++) {
+		const Tensor *s0 = &one[0][o];
+		if (b[o].dtype != s0->dtype || b[o].rank != s0->rank || b[o].rank < 1 ||
+		    b[o].dims[0] != s0->dims[0] * (int64_t)n)
+			return 0;
+		for (int k = 1; k < b[o].rank; k++)
+			if (b[o].dims[k] != s0->dims[k])
+				return 0;
+		for (size_t k = 0; k < n; k++) {
+			const Tensor *s = &one[k][o];
+			if (s->nbytes != s0->nbytes)
+				return 0;
+			const char *bd = (const char *)b[o].data + k * s0->nbytes;
+			if (s->dtype != DT_FLOAT) {
+				if (memcmp(bd, s->data, s->nbytes))
+					return 0;
+				continue;
+			}
+			const float *x = s->data, *y = (const float *)bd;
+			float big = 0;
+			for (int64_t e = 0; e < s->numel; e++)
+				big = fabsf(x[e]) > big ? fabsf(x[e]) : big;
+			for (int64_t e = 0; e < s->numel; e++)
+				if (!(fabsf(x[e] - y[e]) <= 1e-4f * big) && memcmp(&x[e], &y[e], 4))
+					return 0;
+		}
+	}
+	return 1;
+}
+
+enum { ONE_AT_A_TIME, PROBING, BATCHED };
+
+typedef struct Pass {
+	Model *m;
+	Interp *ip;
+	Collector *col;
+	FILE *log;
+	size_t nin, nout;
+	int mode;
+	size_t bmax;            /* batch size */
+	Held held[MAX_BATCH];   /* samples waiting for their batch */
+	Tensor *outs[MAX_BATCH];/* PROBING: their one-at-a-time outputs */
+	size_t nheld;
+	uint64_t first;         /* number of the first held sample */
+	Held ref;               /* BATCHED: the shapes probed (data freed) */
+} Pass;
+
+static void release_held(Pass *p)
+{
+	for (size_t k = 0; k < p->nheld; k++) {
+		held_free(&p->held[k]);
+		if (p->outs[k]) {
+			for (size_t o = 0; o < p->nout; o++)
+				tensor_free(&p->outs[k][o]);
+			free(p->outs[k]);
+			p->outs[k] = NULL;
+		}
+	}
+	p->nheld = 0;
+}
+
+static void stop_batching(Pass *p, const char *why, const char *what)
+{
+	if (p->log)
+		fprintf(p->log, "calibrate: one sample at a time: %s%s%s\n", why, what ? " " : "", what ? what : "");
+	p->mode = ONE_AT_A_TIME;
+	release_held(p);
+}
+
+/* the batch size: BATCH_BYTES over one sample's live activations and inputs */
+static size_t batch_size(Pass *p, const Held *h)
+{
+	size_t weights, live;
+	interp_stats(p->ip, &weights, &live);
+	for (size_t i = 0; i < p->nin; i++)
+		live += h->by[i]->nbytes;
+	size_t b = BATCH_BYTES / (live ? live : 1);
+	return b < 1 ? 1 : b > MAX_BATCH ? MAX_BATCH : b;
+}
+
+/* run the held samples stacked, with the statistics tap */
+static int flush_batch(Pass *p)
+{
+	if (!p->nheld)
+		return 0;
+	p->col->weight = p->nheld;
+	int r = run_stacked(p->ip, p->held, p->nheld, 0, NULL);
+	p->col->weight = 1;
+	if (r < 0)
+		error_prefix("calibration samples %llu-%llu (stacked into one batch)",
+			     (unsigned long long)p->first + 1, (unsigned long long)(p->first + p->nheld));
+	release_held(p);
+	return r;
+}
+
+/* PROBING, once bmax samples ran one at a time: run them stacked, without
+ * statistics, and compare */
+static int probe_batch(Pass *p)
+{
+	Collector *c = p->col;
+	Tensor *out = xcalloc(p->nout ? p->nout : 1, sizeof *out);
+	c->probe = 2;
+	c->rows = c->rows0 * (int64_t)p->nheld;
+	c->probe_bad = 0;
+	c->probe_why = NULL;
+	c->nseen[1] = 0;
+	int r = run_stacked(p->ip, p->held, p->nheld, p->nout, out);
+	c->probe = 0;
+	if (r < 0)
+		stop_batching(p, "stacked samples failed to run:", errmsg());
+	else if (c->probe_bad || c->nseen[0] != c->nseen[1])
+		stop_batching(p, "the first dimension is not a batch dimension: activation",
+			      c->probe_why ? c->probe_why : "(another set of activations)");
+	else if (!outputs_match(p->nout, out, p->outs, p->nheld))
+		stop_batching(p, "stacked samples give other outputs than single ones", NULL);
+	else {
+		if (p->log)
+			fprintf(p->log, "calibrate: batches of %zu samples\n", p->nheld);
+		p->mode = BATCHED;
+		p->ref.by = xcalloc(p->nin, sizeof *p->ref.by);
+		for (size_t i = 0; i < p->nin; i++) {
+			Tensor *t = xcalloc(1, sizeof *t);
+			t->dtype = p->held[0].by[i]->dtype;
+			t->rank = p->held[0].by[i]->rank;
+			memcpy(t->dims, p->held[0].by[i]->dims, sizeof t->dims);
+			p->ref.by[i] = t;
+		}
+		release_held(p);
+	}
+	for (size_t o = 0; o < p->nout; o++)
+		tensor_free(&out[o]);
+	free(out);
+	return 0;
+}
+
+/* run one sample alone; PROBING keeps it and its outputs */
+static int run_one(Pass *p, Held *h, uint64_t idx)
+{
+	Collector *c = p->col;
+	Tensor *out = NULL;
+	size_t nout = 0;
+	if (p->mode == PROBING) {
+		nout = p->nout;
+		out = xcalloc(nout ? nout : 1, sizeof *out);
+		c->probe = idx == 0 ? 1 : 0;
+		c->nseen[0] = idx == 0 ? 0 : c->nseen[0];
+	}
+	int r = interp_run_sample(p->ip, h->tl.n, h->tl.t, nout, out);
+	c->probe = 0;
+	if (r < 0) {
+		for (size_t o = 0; o < nout; o++)
+			tensor_free(&out[o]);
+		free(out);
+		return error_prefix("calibration sample %llu", (unsigned long long)idx + 1);
+	}
+	if (p->mode != PROBING) {
+		held_free(h);
+		return 0;
+	}
+	if (idx == 0) {
+		c->rows0 = h->by[0]->dims[0];
+		p->bmax = batch_size(p, h);
+	}
+	p->first = p->nheld ? p->first : idx;
+	p->outs[p->nheld] = out;
+	p->held[p->nheld++] = *h;
+	if (p->bmax < 2)
+		stop_batching(p, "one sample's activations fill a batch", NULL);
+	else if (p->nheld > 1 && !same_shape(&p->held[0], h, p->nin))
+		stop_batching(p, "samples of different shapes", NULL);
+	else if (p->nheld == p->bmax)
+		return probe_batch(p);
+	return 0;
+}
+
+static int run_pass(Pass *p, SampleIter *it)
+{
 	uint64_t idx = 0;
 	int r;
-	while ((r = samples_next(it, &tl)) == 1) {
-		if (check_sample(m, ip, idx, &tl) < 0) {
-			tl_free(&tl);
+	Held h = {0};
+	while ((r = samples_next(it, &h.tl)) == 1) {
+		h.by = xcalloc(p->nin ? p->nin : 1, sizeof *h.by);
+		if (check_sample(p->m, p->ip, idx, &h.tl, h.by) < 0) {
+			held_free(&h);
 			return -1;
 		}
-		r = interp_run_sample(ip, tl.n, tl.t, 0, NULL);
-		tl_free(&tl);
-		if (r < 0)
-			return error_prefix("calibration sample %llu", (unsigned long long)idx + 1);
+		/* a sample of another shape than the probed ones runs alone */
+		if (p->mode == BATCHED && same_shape(&p->ref, &h, p->nin)) {
+			p->first = p->nheld ? p->first : idx;
+			p->held[p->nheld++] = h;
+			if (p->nheld == p->bmax && flush_batch(p) < 0)
+				return -1;
+		} else if (run_one(p, &h, idx) < 0) {
+			held_free(&h);
+			return -1;
+		}
+		memset(&h, 0, sizeof h);
 		idx++;
 	}
 	if (r < 0)
 		return -1;
-	col->s->nsamples = idx;
+	/* PROBING with fewer samples than a batch: all ran one at a time */
+	if (p->mode == BATCHED && flush_batch(p) < 0)
+		return -1;
+	release_held(p);
+	p->col->s->nsamples = idx;
 	return 0;
+}
+
+/* per tensor of s: the tensor whose elements it holds, moved, or SIZE_MAX.
+ * Aliases of aliases lead to the first tensor. */
+static size_t *find_aliases(const Model *m, const CalibStats *s)
+{
+	static const char *const movers[] = {"Flatten", "Identity", "Reshape", "Squeeze", "Transpose", "Unsqueeze"};
+	const Onnx__GraphProto *g = m->proto->graph;
+	size_t *alias = xmalloc((s->n ? s->n : 1) * sizeof *alias);
+	for (size_t i = 0; i < s->n; i++)
+		alias[i] = SIZE_MAX;
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *nd = g->node[i];
+		int mover = 0;
+		for (size_t k = 0; k < ARRAY_LEN(movers); k++)
+			mover |= nd->op_type && !strcmp(nd->op_type, movers[k]);
+		if (!mover || (nd->domain && *nd->domain) || nd->n_input < 1 || nd->n_output != 1 || !nd->input[0] ||
+		    !nd->output[0])
+			continue;
+		const TensorStats *in = calib_find(s, nd->input[0]), *out = calib_find(s, nd->output[0]);
+		/* an input with an initializer is not tapped: count the output */
+		for (size_t k = 0; in && k < g->n_initializer; k++)
+			if (g->initializer[k]->name && !strcmp(g->initializer[k]->name, nd->input[0]))
+				in = NULL;
+		if (in && out && in != out)
+			alias[out - s->t] = (size_t)(in - s->t);
+	}
+	/* follow chains (a cycle cannot occur in a valid graph; stop anyway) */
+	for (size_t i = 0; i < s->n; i++)
+		for (size_t hops = 0; alias[i] != SIZE_MAX && alias[alias[i]] != SIZE_MAX && hops < s->n; hops++)
+			alias[i] = alias[alias[i]];
+	for (size_t i = 0; i < s->n; i++)
+		if (alias[i] != SIZE_MAX && alias[alias[i]] != SIZE_MAX)
+			alias[i] = SIZE_MAX; /* a cycle: count it itself */
+	return alias;
+}
+
+/* dst's statistics are src's */
+static void copy_stats(const CalibStats *s, TensorStats *dst, const TensorStats *src)
+{
+	dst->count = src->count;
+	dst->nonfinite = src->nonfinite;
+	dst->min = src->min;
+	dst->max = src->max;
+	dst->range = src->range;
+	free(dst->hist);
+	dst->hist = NULL;
+	if (src->hist) {
+		dst->hist = xmalloc(s->nbins * sizeof *dst->hist);
+		memcpy(dst->hist, src->hist, s->nbins * sizeof *dst->hist);
+	}
 }
 
 int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads, FILE *log,
@@ -225,9 +759,23 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 		}
 		s->t[s->n++] = s->t[i];
 	}
-	Collector col = {.s = s};
+	Collector col = {.s = s, .weight = 1};
+	col.konst = xcalloc(s->n ? s->n : 1, 1);
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; !g->node[i]->n_input && k < g->node[i]->n_output; k++) {
+			const TensorStats *ts = g->node[i]->output[k] ? calib_find(s, g->node[i]->output[k]) : NULL;
+			if (ts)
+				col.konst[ts - s->t] = 1;
+		}
+	col.idx = xmalloc(CHUNK * sizeof *col.idx);
+	col.sub = xcalloc(SUBHIST * (s->nbins + SPARE), sizeof *col.sub);
+	col.shape0 = xcalloc(s->n ? s->n : 1, sizeof *col.shape0);
+	for (size_t i = 0; i < s->n; i++)
+		col.shape0[i].rank = -1;
+	col.alias = find_aliases(m, s);
 	InterpOpts o = {.threads = threads, .tap = tap, .tap_ud = &col};
 	SampleIter *it = NULL;
+	Pass *p = NULL;
 	Interp *ip = interp_new(m, &o);
 	int r = ip ? 0 : -1;
 	if (r == 0)
@@ -235,8 +783,21 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 	if (r == 0 && samples_count(it) == 0)
 		r = error("the calibration set is empty: quantize.calibration matches no sample");
 	double t0 = now_sec();
-	if (r == 0)
-		r = run_pass(m, ip, it, &col);
+	if (r == 0) {
+		p = xcalloc(1, sizeof *p);
+		*p = (Pass){.m = m, .ip = ip, .col = &col, .log = log, .nin = interp_ninputs(ip),
+			    .nout = interp_noutputs(ip), .bmax = 1};
+		p->mode = batchable(ip) ? PROBING : ONE_AT_A_TIME;
+		r = run_pass(p, it);
+		release_held(p);
+		for (size_t i = 0; p->ref.by && i < p->nin; i++)
+			free((Tensor *)p->ref.by[i]);
+		free(p->ref.by);
+		free(p);
+	}
+	for (size_t i = 0; r == 0 && i < s->n; i++)
+		if (col.alias[i] != SIZE_MAX)
+			copy_stats(s, &s->t[i], &s->t[col.alias[i]]);
 	if (r == 0 && log)
 		fprintf(log, "calibrate: %llu samples, %zu tensors, %.2f s\n", (unsigned long long)s->nsamples,
 			s->n, now_sec() - t0);
@@ -244,6 +805,11 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 		samples_close(it);
 	if (ip)
 		interp_free(ip);
+	free(col.idx);
+	free(col.sub);
+	free(col.shape0);
+	free(col.konst);
+	free(col.alias);
 	if (r < 0) {
 		calib_free(s);
 		return -1;
@@ -446,8 +1012,16 @@ static double kl(const double *p, const double *q, size_t n)
 
 static void entropy_range(const CalibStats *s, const TensorStats *t, float *lo, float *hi)
 {
-	const size_t nb = s->nbins, nq = 128, zero = nb / 2;
-	double a = t->range;
+	/* only the bins the values reach, [-e w, e w) with e w just above the
+	 * largest magnitude, as onnxruntime's histogram over [-max, max]: the
+	 * stored range is a power of two, up to twice that */
+	const size_t nq = 128, full = s->nbins;
+	double w = 2 * t->range / (double)full, mag = fmax(-(double)t->min, (double)t->max);
+	size_t e = (size_t)(mag / w) + 1;
+	e = e < nq / 2 ? nq / 2 : e > full / 2 ? full / 2 : e;
+	const uint64_t *h = t->hist + full / 2 - e;
+	const size_t nb = 2 * e, zero = e;
+	double a = (double)e * w;
 	double *p = xmalloc(nb * sizeof *p), *q = xmalloc(nb * sizeof *q);
 	double best = INFINITY;
 	size_t besti = zero;
@@ -455,11 +1029,11 @@ static void entropy_range(const CalibStats *s, const TensorStats *t, float *lo, 
 		size_t start = zero - i, end = zero + i + 1 < nb ? zero + i + 1 : nb, len = end - start;
 		uint64_t left = 0, right = 0;
 		for (size_t k = 0; k < start; k++)
-			left += t->hist[k];
+			left += h[k];
 		for (size_t k = end; k < nb; k++)
-			right += t->hist[k];
+			right += h[k];
 		for (size_t k = 0; k < len; k++)
-			p[k] = (double)t->hist[start + k];
+			p[k] = (double)h[start + k];
 		p[0] += (double)left;
 		p[len - 1] += (double)right;
 		size_t merged = len / nq;
@@ -469,11 +1043,11 @@ static void entropy_range(const CalibStats *s, const TensorStats *t, float *lo, 
 			size_t s0 = b * merged, e0 = b == nq - 1 ? len : s0 + merged;
 			double sum = 0, nonzero = 0;
 			for (size_t k = s0; k < e0; k++) {
-				sum += (double)t->hist[start + k];
-				nonzero += t->hist[start + k] != 0;
+				sum += (double)h[start + k];
+				nonzero += h[start + k] != 0;
 			}
 			for (size_t k = s0; k < e0; k++)
-				q[k] = nonzero && t->hist[start + k] ? sum / nonzero : 0;
+				q[k] = nonzero && h[start + k] ? sum / nonzero : 0;
 		}
 		double d = smooth(p, len) && smooth(q, len) ? kl(p, q, len) : INFINITY;
 		if (d < best) {

@@ -4,14 +4,16 @@
  *
  * One pass over the samples, one model plan. Besides the exact min and max,
  * each tensor gets a histogram of CALIB_BINS bins over a symmetric range
- * [-r, r] (the layout onnxruntime's entropy calibrator uses), so percentile
- * and entropy ranges can be chosen later without the samples. r starts at
- * the first batch's largest magnitude and doubles whenever a value falls
- * outside, merging pairs of bins, which is exact: the histogram is the one a
- * second pass over [-r, r] would give, without a second pass. Memory does
- * not grow with the number of samples: taps update the statistics as each
- * tensor is produced. Non-finite values are counted apart and left out of
- * min, max and histogram.
+ * [-r, r), r the smallest power of two above the largest magnitude seen
+ * (the entropy method then looks only at the bins the values reach, like
+ * onnxruntime's histogram over [-max, max]), so percentile and entropy
+ * ranges can be chosen later without the samples. r doubles whenever a
+ * value falls outside, merging pairs of bins, which is exact: the histogram
+ * is the one a second pass over the final [-r, r) would give, whatever the
+ * order of the samples and however they are grouped into batches. Memory
+ * does not grow with the number of samples: taps update the statistics as
+ * each tensor is produced. Non-finite values are counted apart and left out
+ * of min, max and histogram.
  *
  * The statistics file (calib_save/calib_load), little-endian:
  *
@@ -48,10 +50,12 @@ typedef struct CalibStats {
 	uint64_t nsamples;
 } CalibStats;
 
-/* Run every sample of specs (see samples_open) through m. Each sample must
- * feed every model input with the declared element type and a compatible
- * shape; a mismatch is an error naming the sample, the input and the
- * expected type and shape. An empty set is an error. */
+/* Run every sample of specs (see samples_open) through m, the interpreter
+ * on threads threads, samples stacked into batches where the model allows
+ * (see calib.c; progress and the batching decision go to log, may be NULL).
+ * Each sample must feed every model input with the declared element type
+ * and a compatible shape; a mismatch is an error naming the sample, the
+ * input and the expected type and shape. An empty set is an error. */
 int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads, FILE *log,
 		  CalibStats **out);
 void calib_free(CalibStats *s);

@@ -1,9 +1,11 @@
 /* calibrate.c — the calibrate stage (quantize = static): streams the
  * calibration samples through the interpreter and writes their statistics
  * (src/quant/calib.h) to calibration.stats beside an unchanged copy of the
- * model. Its key holds only the model and the contents of the calibration
- * files, so changing how to quantize (types, format, exclusions, method)
- * reuses the statistics and reruns only the quantize stage. */
+ * model, with the interpreter on the stage's thread budget (samples are
+ * stacked into batches where the model allows, see src/quant/calib.c). Its
+ * key holds only the model and the contents of the calibration files, so
+ * changing how to quantize (types, format, exclusions, method) reuses the
+ * statistics and reruns only the quantize stage. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,7 +52,7 @@ static int run(StageCtx *c)
 	int r = model_load(c->input, &m);
 	CalibStats *s = NULL;
 	if (r == 0) {
-		r = calib_collect(m, (const char *const *)specs.v, specs.n, 1, c->log, &s);
+		r = calib_collect(m, (const char *const *)specs.v, specs.n, c->threads, c->log, &s);
 		if (r == 0) {
 			char *p = path_join(c->outdir, "calibration.stats");
 			r = calib_save(s, p);
@@ -70,7 +72,7 @@ static int run(StageCtx *c)
 
 const Stage stage_calibrate = {
 	.name = "calibrate",
-	.version = 2,
+	.version = 3,
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = declared_inputs,

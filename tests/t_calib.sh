@@ -1,0 +1,149 @@
+#!/bin/sh
+# The calibrate stage's batching (src/quant/calib.c): samples stacked into
+# one interpreter run must give the same calibration.stats, byte for byte,
+# as one sample at a time. The one-at-a-time reference is the same model
+# with its batch dimension fixed to 1, which cannot be batched. A model
+# whose first dimension is not a batch (a ReduceSum over it) must fall back
+# to one sample at a time; samples of another shape than the probed ones
+# run alone; a bad sample in the middle of a batch is still named.
+. "$(dirname "$0")/lib/common.sh"
+mktmp
+Q=$QUANTMAKE
+if ! "$PY" -c 'import onnx, numpy' 2>/dev/null; then
+	skip "calibration batching" "$PY lacks onnx/numpy (run scripts/venv.sh)"
+	exit 0
+fi
+
+# mk.py DIR: models and samples
+cat > "$TMPD/mk.py" <<'EOF'
+import os, sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+D = sys.argv[1]
+r = np.random.default_rng(3)
+
+def save(nodes, inits, inp, out, path, batch, opset=13):
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch] + inp)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch] + out)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 7
+    onnx.save(m, path)
+
+# per-element and per-image operators: exact whatever the batch
+# (b comes from a Constant node: the same in every run, so it must count
+# once per sample, batched or not)
+inits = [numpy_helper.from_array(r.standard_normal((1, 3, 1, 1)).astype(np.float32), "s")]
+nodes = [helper.make_node("Constant", [], ["b"], name="const", value=numpy_helper.from_array(
+             r.standard_normal((1, 3, 1, 1)).astype(np.float32))),
+         helper.make_node("Mul", ["x", "s"], ["m"], name="mul"),
+         helper.make_node("Add", ["m", "b"], ["a"], name="add"),
+         helper.make_node("Relu", ["a"], ["r"], name="relu"),
+         helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+         helper.make_node("Tanh", ["a"], ["t"], name="tanh"),
+         helper.make_node("Softmax", ["t"], ["sm"], name="softmax", axis=-1),
+         helper.make_node("Transpose", ["sm"], ["smt"], name="transpose", perm=[0, 1, 3, 2]),
+         helper.make_node("MaxPool", ["smt"], ["q"], name="pool2", kernel_shape=[2, 2], strides=[2, 2]),
+         helper.make_node("Sub", ["p", "q"], ["y"], name="sub")]
+for name, batch in (("ew", "N"), ("ew1", 1)):
+    os.makedirs("%s/%s/rules" % (D, name))
+    save(nodes, inits, [3, 16, 16], [3, 8, 8], "%s/%s/model.onnx" % (D, name), batch)
+os.makedirs(D + "/calib")
+for i in range(150):
+    x = (r.standard_normal((1, 3, 16, 16)) * (1 + i % 7)).astype(np.float32)
+    if i == 77:
+        x[0, 1, 2, 3] = np.inf  # counted apart, in a batch as alone
+    np.save("%s/calib/s%03d.npy" % (D, i), x)
+# the first dimension is not a batch: y = x - sum over it
+nodes = [helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=1),
+         helper.make_node("Sub", ["x", "s"], ["y"], name="sub")]
+for name, batch in (("red", "N"), ("red1", 1)):
+    os.makedirs("%s/%s/rules" % (D, name))
+    save(nodes, [], [4], [4], "%s/%s/model.onnx" % (D, name), batch, opset=11)
+os.makedirs(D + "/rows")
+for i in range(100):
+    np.save("%s/rows/s%03d.npy" % (D, i), r.standard_normal((1, 4)).astype(np.float32))
+# samples of two shapes: batch 1 and batch 2
+os.makedirs(D + "/mixed")
+for i in range(100):
+    np.save("%s/mixed/s%03d.npy" % (D, i), r.standard_normal((1 + (i % 10 == 9), 3, 16, 16)).astype(np.float32))
+EOF
+"$PY" "$TMPD/mk.py" "$TMPD" 2>"$TMPD/mk.err" || { fail "make models" "$(tail -3 "$TMPD/mk.err")"; exit 0; }
+
+# calib PROJECT DATA: calibrate, leave the log in PROJECT/log
+calib() {
+	printf '[model m]\nsource = model.onnx\nquantize = static\nquantize.calibration = %s\n' "$2" \
+		> "$TMPD/$1/rules/m.rules"
+	ln -sf "$TMPD/$2" "$TMPD/$1/$2"
+	QUANTMAKE_CACHE=$TMPD/$1/cache "$Q" -C "$TMPD/$1" -j1 m:calibrate > "$TMPD/$1/log" 2>&1
+}
+stats() { echo "$TMPD/$1/build/m/calibrate/calibration.stats"; }
+
+if calib ew calib && calib ew1 calib; then
+	if grep -q "batches of [0-9]* samples" "$TMPD/ew/log"; then
+		pass "samples are stacked when the first dimension is a batch"
+	else
+		fail "samples are stacked when the first dimension is a batch" "$(grep calibrate: "$TMPD/ew/log")"
+	fi
+	if grep -q "batches of" "$TMPD/ew1/log"; then
+		fail "a fixed batch of 1 runs one sample at a time" "$(grep calibrate: "$TMPD/ew1/log")"
+	else
+		pass "a fixed batch of 1 runs one sample at a time"
+	fi
+	check "batched statistics are byte-identical to one-at-a-time ones" cmp "$(stats ew)" "$(stats ew1)"
+else
+	fail "calibrate the element-wise model" "$(tail -3 "$TMPD/ew/log" "$TMPD/ew1/log")"
+fi
+
+if calib red rows && calib red1 rows; then
+	if grep -q "one sample at a time: the first dimension is not a batch dimension: activation s" "$TMPD/red/log"
+	then
+		pass "a model that reduces over the first dimension is not batched"
+	else
+		fail "a model that reduces over the first dimension is not batched" "$(grep calibrate: "$TMPD/red/log")"
+	fi
+	check "its statistics are those of one sample at a time" cmp "$(stats red)" "$(stats red1)"
+else
+	fail "calibrate the reducing model" "$(tail -3 "$TMPD/red/log" "$TMPD/red1/log")"
+fi
+
+# mixed shapes: batch-1 samples are stacked, batch-2 ones run alone; every
+# element is counted once (checked against the samples themselves)
+if calib ew mixed; then
+	if "$PY" - "$(stats ew)" "$TMPD/mixed" <<'EOF'
+import glob, struct, sys
+import numpy as np
+b = open(sys.argv[1], "rb").read()
+n, nb, ns = struct.unpack_from("<IIQ", b, 8)
+o, got = 24, {}
+for _ in range(n):
+    l, = struct.unpack_from("<I", b, o); name = b[o + 4:o + 4 + l].decode(); o += 4 + l
+    cnt, nf, mn, mx, r = struct.unpack_from("<QQffd", b, o); o += 32
+    h = np.frombuffer(b, "<u8", nb, o); o += 8 * nb
+    got[name] = (cnt, mn, mx, int(h.sum()))
+xs = np.concatenate([np.load(f) for f in sorted(glob.glob(sys.argv[2] + "/*.npy"))])
+cnt, mn, mx, hs = got["x"]
+assert ns == 100 and cnt == xs.size and hs == xs.size, (ns, cnt, hs, xs.size)
+assert mn == xs.min() and mx == xs.max(), (mn, mx, xs.min(), xs.max())
+assert got["y"][0] == xs.size // 4, got["y"]
+assert got["smt"] == got["sm"] and got["sm"][0] == xs.size, (got["smt"], got["sm"])  # moved, same values
+assert got["b"][0] == 3 * 100 and got["b"][3] == 3 * 100, got["b"]  # the Constant, once per sample
+EOF
+	then pass "samples of another shape run alone, every element counted once"
+	else fail "samples of another shape run alone, every element counted once"
+	fi
+else
+	fail "calibrate mixed shapes" "$(tail -3 "$TMPD/ew/log")"
+fi
+
+# a bad sample in the middle of what would be a batch is named
+"$PY" -c "import numpy as np; np.save('$TMPD/calib/s100.npy', np.zeros((1, 3, 16, 16), np.float64))"
+rm -rf "$TMPD/ew/cache"
+calib ew calib
+st=$?
+if [ $st -eq 1 ] && grep -q "calibration sample 101: input 'x' is double \[1,3,16,16\], expected float \[N,3,16,16\]" "$TMPD/ew/log"
+then
+	pass "a bad sample among batched ones is named"
+else
+	fail "a bad sample among batched ones is named" "exit $st: $(grep -i error "$TMPD/ew/log" | head -2)"
+fi

@@ -539,6 +539,20 @@ static int64_t ext_eligible(const Onnx__TensorProto *t)
 
 enum { SAVE_KEEP, SAVE_INLINE, SAVE_EXTERNAL };
 
+uint64_t model_external_bytes(const Model *m)
+{
+	TList l = {0};
+	collect_model(&l, m->proto);
+	uint64_t n = 0;
+	for (size_t i = 0; i < l.n; i++) {
+		ExtInfo info;
+		if (is_external(l.v[i].t) && ext_info(l.v[i].t, &info) == 0 && info.length > 0)
+			n += (uint64_t)info.length;
+	}
+	free(l.v);
+	return n;
+}
+
 int model_save(Model *m, const char *path, const SaveOpts *opts)
 {
 	int mode = SAVE_KEEP;
@@ -546,6 +560,15 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 		mode = SAVE_EXTERNAL;
 	else if (opts && opts->inline_all)
 		mode = SAVE_INLINE;
+	/* A rewrite that made the model too big for one protobuf message (fp16
+	 * or int8 tensors of an external-data model, now inline) goes out with
+	 * its tensors of 1 KiB and more in PATH.data, as onnx.save would need
+	 * to be told to: a big model is never refused for its size alone. */
+	SaveOpts big = {.external_threshold = 1024};
+	if (mode == SAVE_KEEP && !orig_valid(m) && onnx__model_proto__get_packed_size(m->proto) > INT32_MAX) {
+		opts = &big;
+		mode = SAVE_EXTERNAL;
+	}
 	char *outdir = path_dir(path);
 	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 	char *extname = NULL;

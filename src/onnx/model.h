@@ -67,10 +67,14 @@ typedef struct SaveOpts {
 /* Serialize to PATH atomically (temp + rename). External data referenced by
  * the model is rewritten beside PATH when opts asks for it, or when it was
  * external in the source and PATH is in another directory. opts may be NULL.
- * An unchanged model is written byte for byte as it was loaded; a result over
- * protobuf's 2 GiB limit is refused (use external_threshold). m is left as
+ * An unchanged model is written byte for byte as it was loaded. A result over
+ * protobuf's 2 GiB limit is refused with inline_all; otherwise (opts NULL or
+ * keeping) its tensors of 1 KiB and more go to PATH.data. m is left as
  * it was: tensors moved in or out while saving are restored afterwards. */
 int model_save(Model *m, const char *path, const SaveOpts *opts);
+/* bytes of m's tensors stored as external data (what a model's size on disk
+ * adds to its .onnx file) */
+uint64_t model_external_bytes(const Model *m);
 /* Serialize into a malloc'd buffer (no external data handling). */
 int model_serialize(const Model *m, uint8_t **data, size_t *len);
 

@@ -3,6 +3,7 @@
  * quantization, or float16 conversion, by src/quant, plus quant.json beside the model: sizes, every
  * node quantized or skipped with the reason, scales and zero points. A model
  * that cannot be quantized is an error, never a copy of its input. */
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -162,8 +163,33 @@ static const char *dtype_word(int t)
 	return t == DT_INT8 ? "int8" : t == DT_UINT8 ? "uint8" : t == DT_INT16 ? "int16" : "uint16";
 }
 
+long long model_disk_size(const Model *m, const char *path)
+{
+	return file_size(path) + (long long)model_external_bytes(m);
+}
+
+long long outdir_model_size(const char *outdir)
+{
+	DIR *d = opendir(outdir);
+	if (!d)
+		return -1;
+	long long n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		if (e->d_name[0] == '.' || (len > 5 && !strcmp(e->d_name + len - 5, ".json")))
+			continue;
+		char *p = path_join(outdir, e->d_name);
+		long long sz = file_size(p);
+		n += sz > 0 ? sz : 0;
+		free(p);
+	}
+	closedir(d);
+	return n;
+}
+
 void quant_json(StrBuf *sb, const char *model, const QuantOpts *o, const CalibStats *stats,
-		const QuantReport *rep, const char *input, const char *output)
+		const QuantReport *rep, long long before, long long after)
 {
 	static const char *const modes[] = {"static", "dynamic", "fp16"};
 	static const char *const methods[] = {"minmax", "percentile", "entropy"};
@@ -189,7 +215,7 @@ void quant_json(StrBuf *sb, const char *model, const QuantOpts *o, const CalibSt
 	else
 		sb_printf(sb, ",\n  \"keep_io_types\": %s", o->keep_io_types ? "true" : "false");
 	sb_printf(sb, ",\n  \"target\": \"%s\"", o->target_gpu ? "gpu" : "cpu");
-	sb_printf(sb, ",\n  \"size_before\": %lld,\n  \"size_after\": %lld", file_size(input), file_size(output));
+	sb_printf(sb, ",\n  \"size_before\": %lld,\n  \"size_after\": %lld", before, after);
 	sb_printf(sb, ",\n  \"nodes_quantized\": %zu,\n  \"nodes_folded\": %zu,\n  \"nodes_skipped\": %zu",
 		  rep->nquantized, rep->nfolded, rep->nskipped);
 	sb_printf(sb, ",\n  \"nodes\": [\n    %s\n  ]", rep->nodes.len ? rep->nodes.buf : "");
@@ -202,9 +228,10 @@ static int run(StageCtx *c)
 	Model *m = NULL;
 	CalibStats *stats = NULL;
 	QuantReport rep = {0};
+	long long before = 0, after = 0;
 	int r = quant_opts_read(c->sec, c->model, &o);
-	if (r == 0)
-		r = model_load(c->input, &m);
+	if (r == 0 && (r = model_load(c->input, &m)) == 0)
+		before = model_disk_size(m, c->input);
 	if (r == 0 && o.mode == QMODE_STATIC) {
 		char *dir = path_dir(c->input), *p = path_join(dir, "calibration.stats");
 		r = calib_load(p, &stats);
@@ -219,14 +246,14 @@ static int run(StageCtx *c)
 		r = model_save(m, c->output, NULL);
 	if (r == 0) {
 		StrBuf sb = {0};
-		quant_json(&sb, c->model, &o, stats, &rep, c->input, c->output);
+		after = outdir_model_size(c->outdir);
+		quant_json(&sb, c->model, &o, stats, &rep, before, after);
 		char *p = path_join(c->outdir, "quant.json");
 		r = write_file_atomic(p, sb.buf, sb.len);
 		free(p);
 		sb_release(&sb);
 		fprintf(c->log, "quantize: %s: %s, %zu nodes quantized, %zu folded, %zu skipped, %lld -> %lld bytes\n",
-			c->model, sec_get(c->sec, "quantize"), rep.nquantized, rep.nfolded, rep.nskipped,
-			file_size(c->input), file_size(c->output));
+			c->model, sec_get(c->sec, "quantize"), rep.nquantized, rep.nfolded, rep.nskipped, before, after);
 	}
 	quant_report_free(&rep);
 	calib_free(stats);

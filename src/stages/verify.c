@@ -189,6 +189,7 @@ typedef struct Requant {
 	CalibStats *stats;
 	QuantReport rep;
 	int done;                  /* the output is a re-quantized model */
+	long long ref_size;        /* the float model's size on disk */
 } Requant;
 
 static int requant_open(StageCtx *c, Requant *rq)
@@ -224,6 +225,8 @@ static int requant(StageCtx *c, Requant *rq, Model **out, QuantReport *qrep)
 	int r = model_load(c->reference, &m);
 	if (r < 0)
 		error_prefix("reference model");
+	else
+		rq->ref_size = model_disk_size(m, c->reference);
 	if (r == 0 && (r = quant_model(m, rq->stats, &rq->o, qrep)) < 0)
 		error_prefix("verify.auto-exclude: quantizing again");
 	if (r < 0) {
@@ -362,7 +365,7 @@ static int write_model(StageCtx *c, Model *q, const Requant *rq)
 	int r = model_save(q, c->output, NULL);
 	if (r == 0 && rq->done) {
 		StrBuf sb = {0};
-		quant_json(&sb, c->model, &rq->o, rq->stats, &rq->rep, c->reference, c->output);
+		quant_json(&sb, c->model, &rq->o, rq->stats, &rq->rep, rq->ref_size, outdir_model_size(c->outdir));
 		r = write_file_atomic(qj, sb.buf, sb.len);
 		sb_release(&sb);
 	} else if (r == 0) {

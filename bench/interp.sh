@@ -2,7 +2,8 @@
 # Interpreter benchmark: quantmake's interpreter against onnxruntime's CPU
 # provider with the same thread count, batch 1 and 32, on the models of
 # bench/interp-models.py (CNN, transformer) and the real models of the
-# magika and silero-vad wheels. Prints latency (mean ms), throughput
+# magika and silero-vad wheels. Prints latency (median ms: steadier than
+# the mean on a shared machine, where other jobs stretch a few runs), throughput
 # (samples/s), the ratio quantmake/onnxruntime (lower is better; goals: <= 2
 # at batch 1, <= 1.5 at batch 32), peak RSS of both processes (GNU time) and
 # the interpreter's own weights + peak live activations.
@@ -14,8 +15,8 @@
 ROOT="${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
 PY="${PY:-$ROOT/.venv/bin/python}"
 THREADS="${1:-$(nproc)}"
-RUNS1="${RUNS1:-50}"
-RUNS32="${RUNS32:-10}"
+RUNS1="${RUNS1:-200}"
+RUNS32="${RUNS32:-20}"
 if [ -z "$QUANTMAKE" ]; then
 	make -s -C "$ROOT" OBJ=obj/bench obj/bench/quantmake >&2 || exit 1
 	QUANTMAKE="$ROOT/obj/bench/quantmake"
@@ -60,9 +61,9 @@ for m in $models; do
 			echo "$n batch $b: quantmake failed: $(grep -v '^\s' "$T/qm.err" | head -1)"; continue; }
 		$TIME "$PY" "$ORT" bench "$m" "$T/in.npz" "$runs" "$THREADS" > "$T/ort.out" 2> "$T/ort.err" || {
 			echo "$n batch $b: onnxruntime failed: $(tail -1 "$T/ort.err")"; continue; }
-		qm=$(sed -n 's/^latency: mean \([0-9.]*\) ms.*/\1/p' "$T/qm.out")
+		qm=$(sed -n 's/^latency: mean [0-9.]* ms, p50 \([0-9.]*\) ms.*/\1/p' "$T/qm.out")
 		mem=$(sed -n 's/^memory: weights \([0-9.]*\) MiB, peak live activations \([0-9.]*\) MiB/\1 \2/p' "$T/qm.out")
-		ort=$(cut -d' ' -f1 "$T/ort.out")
+		ort=$(cut -d' ' -f2 "$T/ort.out")
 		qr=$(rss "$T/qm.err"); orr=$(rss "$T/ort.err")
 		awk -v n="$n" -v b=$b -v q="$qm" -v o="$ort" -v qr="${qr:-0}" -v orr="${orr:-0}" -v mem="$mem" -v base="$base" 'BEGIN {
 			split(mem, mm, " ")
@@ -71,5 +72,5 @@ for m in $models; do
 				1000 * b / q, 1000 * b / o, qr / 1024, orr / 1024, mm[1], mm[2], ok }'
 	done
 done
-echo "(ratio = quantmake latency / onnxruntime latency; ort_rss includes the Python interpreter and numpy;"
+echo "(median latencies; ratio = quantmake / onnxruntime; ort_rss includes the Python interpreter and numpy;"
 echo " base = $((base / 1024)) MB, the RSS of running a one-MatMul model)"

@@ -66,4 +66,11 @@ FORWARD(void, cblas_dgemm,
 	 OPENBLAS_CONST double beta, double *c, OPENBLAS_CONST blasint ldc),
 	(o, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
 
+FORWARD(void, cblas_sgemv,
+	(OPENBLAS_CONST enum CBLAS_ORDER o, OPENBLAS_CONST enum CBLAS_TRANSPOSE t, OPENBLAS_CONST blasint m,
+	 OPENBLAS_CONST blasint n, OPENBLAS_CONST float alpha, OPENBLAS_CONST float *a,
+	 OPENBLAS_CONST blasint lda, OPENBLAS_CONST float *x, OPENBLAS_CONST blasint incx,
+	 OPENBLAS_CONST float beta, float *y, OPENBLAS_CONST blasint incy),
+	(o, t, m, n, alpha, a, lda, x, incx, beta, y, incy))
+
 FORWARD(void, openblas_set_num_threads, (int n), (n))

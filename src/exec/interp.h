@@ -65,9 +65,10 @@ int interp_run_sample(Interp *ip, size_t nin, const Tensor *in, size_t nout, Ten
 /* Change the tap between runs. */
 void interp_set_tap(Interp *ip, void (*tap)(void *ud, const char *name, const Tensor *t), void *ud);
 
-/* Memory figures: bytes of loaded initializers, and the highest total of
- * node outputs alive at once over all runs so far (buffers freed after their
- * last consumer are not counted). */
+/* Memory figures: bytes of loaded initializers (with constants folded at
+ * plan time and the copies kernels keep in their own layouts), and the
+ * highest total of node outputs alive at once over all runs so far (buffers
+ * freed after their last consumer are not counted). */
 void interp_stats(const Interp *ip, size_t *weights, size_t *peak_live);
 
 /* "A-7 is not supported"-style check of every node (main graph and

@@ -2,11 +2,16 @@
  * kernels.
  *
  * Convolutions of 1 to 3 spatial dimensions are computed as 3-D ones with
- * leading unit dimensions: per image and group the input is unfolded
- * (im2col) into a [C/G * kernel, output] matrix that one GEMM multiplies by
- * the group's weights. Pointwise convolutions (1x1, stride 1, no padding) use
- * the input directly and depthwise ones (one input channel per group) run a
- * direct loop. float32 goes through cblas_sgemm; double through dgemm; the
+ * leading unit dimensions (unit axes are moved to the front, so a [k, 1]
+ * kernel on [H, 1] unfolds along H): per image and group the input is
+ * unfolded (im2col) into a [C/G * kernel, output] matrix, in tiles of output
+ * rows, that one GEMM multiplies by the group's weights; small outputs are
+ * unfolded several images side by side so the weights are read once for
+ * all of them. Pointwise convolutions (1x1, stride 1, no padding) use the
+ * input directly and depthwise ones (one input channel per group) run a
+ * direct loop. float32 goes through fgemm on AVX-512 CPUs (weights that are
+ * constants of the plan packed once, in the node's cache; bias added as
+ * tiles are stored) and cblas_sgemm elsewhere; double through dgemm; the
  * integer convolutions subtract zero points into doubles, whose dgemm is
  * exact for any realistic reduction length (products of 8-bit values summed
  * below 2^53), and requantize from there. */
@@ -15,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/fgemm.h"
 #include "ops/nn.h"
 #include "ops/op.h"
 #include "ops/shapeutil.h"
@@ -139,6 +145,34 @@ static int conv_shape(RunCtx *c, const Tensor *x, const Tensor *w, ConvShape *cs
 	return 0;
 }
 
+/* Move spatial axes of size 1 (input, kernel and output 1, no padding) to
+ * the front: the memory layout is the same, and im2col then copies whole
+ * rows (a [N, C, H, 1] input with a [k, 1] kernel unfolds along H, not one
+ * element at a time). Call after conv_out_dims. */
+static void conv_squeeze_units(ConvShape *cs)
+{
+	for (int j = 2; j > 0; j--) {
+		if (cs->in[j] != 1 || cs->k[j] != 1 || cs->out[j] != 1 || cs->pb[j] != 0)
+			continue;
+		int u = 0;
+		for (int i = 0; i < j; i++)
+			u |= cs->in[i] != 1 || cs->k[i] != 1 || cs->out[i] != 1 || cs->pb[i] != 0;
+		if (!u)
+			break;
+		for (int i = j; i > 0; i--) {
+			cs->in[i] = cs->in[i - 1];
+			cs->k[i] = cs->k[i - 1];
+			cs->s[i] = cs->s[i - 1];
+			cs->d[i] = cs->d[i - 1];
+			cs->pb[i] = cs->pb[i - 1];
+			cs->out[i] = cs->out[i - 1];
+		}
+		cs->in[0] = cs->k[0] = cs->s[0] = cs->d[0] = cs->out[0] = 1;
+		cs->pb[0] = 0;
+		j++;  /* look at the shifted axis again */
+	}
+}
+
 static void conv_out_dims(const Tensor *x, const ConvShape *cs, int64_t *dims)
 {
 	int nsp = x->rank - 2;
@@ -163,50 +197,93 @@ static int conv_pointwise(const ConvShape *cs)
 typedef struct Im2col {
 	const ConvShape *cs;
 	const unsigned char *x;   /* first channel of the group */
-	unsigned char *col;
+	unsigned char *col;       /* column 0 of the tile in the unfolded matrix */
 	int64_t r0, r1;
+	int64_t ld;               /* elements per row of the unfolded matrix */
 } Im2col;
 
+/* Scratch of the calling thread, kept between calls: unfolded tiles of
+ * megabytes were otherwise mapped and faulted in afresh on every call.
+ * slot 0 and 1 are separate buffers. */
+static _Thread_local void *scratch_p[2];
+static _Thread_local size_t scratch_n[2];
+
+static void *conv_scratch(int slot, size_t bytes)
+{
+	if (scratch_n[slot] < bytes) {
+		free(scratch_p[slot]);
+		scratch_p[slot] = xmalloc(bytes);
+		scratch_n[slot] = bytes;
+	}
+	return scratch_p[slot];
+}
+
+/* copies and clears of unfolded rows: plain memcpy/memset, and on AVX-512
+ * CPUs inline 16-float moves, since the rows are short (an output row) and
+ * a libc call per row cost as much as the copy */
+static inline __attribute__((always_inline)) void copy_std(void *d, const void *s, int64_t n, size_t es)
+{
+	memcpy(d, s, (size_t)n * es);
+}
+
+static inline __attribute__((always_inline)) void zero_std(void *d, int64_t n, size_t es)
+{
+	memset(d, 0, (size_t)n * es);
+}
+
+/* a / b rounded up, for b > 0 */
+static inline int64_t ceildiv_pos(int64_t a, int64_t b)
+{
+	return a >= 0 ? (a + b - 1) / b : -(-a / b);
+}
+
 static inline __attribute__((always_inline)) void
-im2col_rows(const Im2col *a, int64_t clo, int64_t chi, size_t es)
+im2col_rows(const Im2col *a, int64_t clo, int64_t chi, size_t es,
+	    void (*copy)(void *, const void *, int64_t, size_t), void (*zero)(void *, int64_t, size_t))
 {
 	const ConvShape *cs = a->cs;
-	int64_t ow_n = cs->out[2], T = (a->r1 - a->r0) * ow_n, st = cs->s[2];
+	int64_t ow_n = cs->out[2], st = cs->s[2];
 	for (int64_t ch = clo; ch < chi; ch++) {
 		const unsigned char *xc = a->x + (size_t)(ch * cs->isz) * es;
 		int64_t row = ch * cs->ksz;
 		for (int64_t kd = 0; kd < cs->k[0]; kd++)
 		for (int64_t kh = 0; kh < cs->k[1]; kh++)
 		for (int64_t kw = 0; kw < cs->k[2]; kw++, row++) {
-			unsigned char *dst = a->col + (size_t)(row * T) * es;
+			unsigned char *dst = a->col + (size_t)(row * a->ld) * es;
 			int64_t iw0 = kw * cs->d[2] - cs->pb[2];
 			/* output columns whose input column is inside the image */
-			int64_t lo = iw0 >= 0 ? 0 : nn_ceildiv(-iw0, st);
-			int64_t hi = cs->in[2] - iw0 > 0 ? nn_ceildiv(cs->in[2] - iw0, st) : 0;
+			int64_t right = cs->in[2] - iw0;
+			int64_t lo = iw0 >= 0 ? 0 : st == 1 ? -iw0 : ceildiv_pos(-iw0, st);
+			int64_t hi = right <= 0 ? 0 : st == 1 ? right : ceildiv_pos(right, st);
 			if (hi > ow_n)
 				hi = ow_n;
 			if (lo > hi)
 				lo = hi;
+			/* (od, oh) of row r, stepped rather than divided per row */
+			int64_t od = a->r0 / cs->out[1], oh = a->r0 % cs->out[1] - 1;
 			for (int64_t r = a->r0; r < a->r1; r++) {
-				int64_t od = r / cs->out[1], oh = r % cs->out[1];
+				if (++oh == cs->out[1]) {
+					oh = 0;
+					od++;
+				}
 				int64_t id = od * cs->s[0] - cs->pb[0] + kd * cs->d[0];
 				int64_t ih = oh * cs->s[1] - cs->pb[1] + kh * cs->d[1];
 				unsigned char *dr = dst + (size_t)((r - a->r0) * ow_n) * es;
 				if (id < 0 || id >= cs->in[0] || ih < 0 || ih >= cs->in[1] || lo >= hi) {
-					memset(dr, 0, (size_t)ow_n * es);
+					zero(dr, ow_n, es);
 					continue;
 				}
 				const unsigned char *xr = xc + (size_t)((id * cs->in[1] + ih) * cs->in[2]) * es;
 				if (lo)
-					memset(dr, 0, (size_t)lo * es);
+					zero(dr, lo, es);
 				if (st == 1) {
-					memcpy(dr + (size_t)lo * es, xr + (size_t)(iw0 + lo) * es, (size_t)(hi - lo) * es);
+					copy(dr + (size_t)lo * es, xr + (size_t)(iw0 + lo) * es, hi - lo, es);
 				} else {
 					for (int64_t ow = lo; ow < hi; ow++)
 						memcpy(dr + (size_t)ow * es, xr + (size_t)(iw0 + ow * st) * es, es);
 				}
 				if (hi < ow_n)
-					memset(dr + (size_t)hi * es, 0, (size_t)(ow_n - hi) * es);
+					zero(dr + (size_t)hi * es, ow_n - hi, es);
 			}
 		}
 	}
@@ -214,23 +291,333 @@ im2col_rows(const Im2col *a, int64_t clo, int64_t chi, size_t es)
 
 static void im2col4(void *arg, int64_t lo, int64_t hi)
 {
-	im2col_rows(arg, lo, hi, 4);
+	im2col_rows(arg, lo, hi, 4, copy_std, zero_std);
 }
 
 static void im2col8(void *arg, int64_t lo, int64_t hi)
 {
-	im2col_rows(arg, lo, hi, 8);
+	im2col_rows(arg, lo, hi, 8, copy_std, zero_std);
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f")))
+
+/* the last partial vector is written by an overlapping full store (16, 8
+ * or 4 lanes; single elements below 4): masked stores are slow on AMD Zen 4 */
+AVX512 static inline __attribute__((always_inline)) void copy_512(void *d, const void *s, int64_t n, size_t es)
+{
+	float *df = d;
+	const float *sf = s;
+	(void)es;
+	if (n < 16) {
+		if (n >= 8) {
+			__m256 a = _mm256_loadu_ps(sf), b = _mm256_loadu_ps(sf + n - 8);
+			_mm256_storeu_ps(df, a);
+			_mm256_storeu_ps(df + n - 8, b);
+		} else if (n >= 4) {
+			__m128 a = _mm_loadu_ps(sf), b = _mm_loadu_ps(sf + n - 4);
+			_mm_storeu_ps(df, a);
+			_mm_storeu_ps(df + n - 4, b);
+		} else {
+			for (int64_t j = 0; j < n; j++)
+				df[j] = sf[j];
+		}
+		return;
+	}
+	for (int64_t j = 0; j + 16 <= n; j += 16)
+		_mm512_storeu_ps(df + j, _mm512_loadu_ps(sf + j));
+	if (n % 16)
+		_mm512_storeu_ps(df + n - 16, _mm512_loadu_ps(sf + n - 16));
+}
+
+AVX512 static inline __attribute__((always_inline)) void zero_512(void *d, int64_t n, size_t es)
+{
+	float *df = d;
+	(void)es;
+	if (n < 16) {
+		if (n >= 8) {
+			_mm256_storeu_ps(df, _mm256_setzero_ps());
+			_mm256_storeu_ps(df + n - 8, _mm256_setzero_ps());
+		} else {
+			for (int64_t j = 0; j < n; j++)
+				df[j] = 0.0f;
+		}
+		return;
+	}
+	for (int64_t j = 0; j + 16 <= n; j += 16)
+		_mm512_storeu_ps(df + j, _mm512_setzero_ps());
+	if (n % 16)
+		_mm512_storeu_ps(df + n - 16, _mm512_setzero_ps());
+}
+
+AVX512 static void im2col4_512(void *arg, int64_t lo, int64_t hi)
+{
+	im2col_rows(arg, lo, hi, 4, copy_512, zero_512);
+}
+
+/* Implicit im2col: fgemm asks for panels of the unfolded matrix of one
+ * image and group (rows: channel and kernel offset, columns: output
+ * positions) and they are written straight from the input, so the matrix
+ * never exists in memory (see FgemmFill). tab has per row the channel's
+ * offset, the kernel offsets in depth, height and width (pads taken off)
+ * and the output columns whose input column is inside the row. */
+typedef struct ConvFill {
+	const ConvShape *cs;
+	const float *x;
+	const int64_t *tab;       /* 6 per row */
+} ConvFill;
+
+/* one segment of a panel: output positions in one output row */
+typedef struct Seg {
+	int64_t od, oh, ow, len, at;
+} Seg;
+
+AVX512 static void conv_fill(void *arg, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *bp)
+{
+	const ConvFill *f = arg;
+	const ConvShape *cs = f->cs;
+	int64_t ow_n = cs->out[2], oh_n = cs->out[1], st = cs->s[2];
+	Seg seg[FGEMM_NR];
+	for (int64_t p0 = j0; p0 < j0 + nc; p0 += FGEMM_NR) {
+		int64_t np = j0 + nc - p0 < FGEMM_NR ? j0 + nc - p0 : FGEMM_NR, ns = 0;
+		float *pp = bp + (p0 - j0) * kc;
+		for (int64_t p = p0; p < p0 + np; ns++) {
+			int64_t r = p / ow_n, ow = p % ow_n, len = ow_n - ow;
+			if (len > p0 + np - p)
+				len = p0 + np - p;
+			seg[ns] = (Seg){r / oh_n, r % oh_n, ow, len, p - p0};
+			p += len;
+		}
+		for (int64_t kk = 0; kk < kc; kk++) {
+			const int64_t *t = f->tab + 6 * (k0 + kk);
+			const float *xc = f->x + t[0];
+			float *d = pp + kk * FGEMM_NR;
+			for (int64_t i = 0; i < ns; i++) {
+				const Seg *sg = &seg[i];
+				float *ds = d + sg->at;
+				int64_t id = sg->od * cs->s[0] + t[1], ih = sg->oh * cs->s[1] + t[2];
+				int64_t end = sg->ow + sg->len;
+				int64_t lo = t[4] > sg->ow ? t[4] : sg->ow, hi = t[5] < end ? t[5] : end;
+				if (id < 0 || id >= cs->in[0] || ih < 0 || ih >= cs->in[1] || lo >= hi) {
+					zero_512(ds, sg->len, 4);
+					continue;
+				}
+				/* input column of output column ow: base + ow * st */
+				int64_t base = (id * cs->in[1] + ih) * cs->in[2] + t[3];
+				if (lo > sg->ow)
+					zero_512(ds, lo - sg->ow, 4);
+				if (st == 1)
+					copy_512(ds + (lo - sg->ow), xc + (base + lo), hi - lo, 4);
+				else
+					for (int64_t ow = lo; ow < hi; ow++)
+						ds[ow - sg->ow] = xc[base + ow * st];
+				if (hi < end)
+					zero_512(ds + (hi - sg->ow), end - hi, 4);
+			}
+			if (np < FGEMM_NR)
+				zero_512(d + np, FGEMM_NR - np, 4);
+		}
+	}
+}
+
+/* the rows of conv_fill's table for a group of cg channels */
+static int64_t *conv_fill_table(const ConvShape *cs, int64_t cg)
+{
+	int64_t *tab = xmalloc(sizeof(int64_t) * 6 * (size_t)(cg * cs->ksz + 1)), *t = tab;
+	int64_t st = cs->s[2];
+	for (int64_t ch = 0; ch < cg; ch++)
+		for (int64_t kd = 0; kd < cs->k[0]; kd++)
+		for (int64_t kh = 0; kh < cs->k[1]; kh++)
+		for (int64_t kw = 0; kw < cs->k[2]; kw++, t += 6) {
+			int64_t iw0 = kw * cs->d[2] - cs->pb[2];
+			int64_t lo = iw0 >= 0 ? 0 : ceildiv_pos(-iw0, st);
+			int64_t hi = cs->in[2] - iw0 > 0 ? ceildiv_pos(cs->in[2] - iw0, st) : 0;
+			if (hi > cs->out[2])
+				hi = cs->out[2];
+			if (lo > hi)
+				lo = hi;
+			t[0] = ch * cs->isz;
+			t[1] = kd * cs->d[0] - cs->pb[0];
+			t[2] = kh * cs->d[1] - cs->pb[1];
+			t[3] = iw0;
+			t[4] = lo;
+			t[5] = hi;
+		}
+	return tab;
+}
+
+typedef struct Implicit {
+	const ConvShape *cs;
+	const float *x, *bias;
+	float *y;
+	FgemmA **pa;
+	const int64_t *tab;
+	float *bufs;              /* per thread: fgemm_buf_floats(), or NULL */
+	int64_t pieces;
+	int threads;              /* for fgemm when bufs is NULL */
+} Implicit;
+
+/* products [lo, hi) of an Implicit (product i: image i / G, group i % G) */
+static void implicit_run(void *arg, int64_t lo, int64_t hi)
+{
+	const Implicit *im = arg;
+	const ConvShape *cs = im->cs;
+	int64_t cg = cs->C / cs->G, mg = cs->M / cs->G, all = cs->N * cs->G;
+	float *buf = im->bufs ? im->bufs + (size_t)((lo * im->pieces + all - 1) / all) * fgemm_buf_floats() : NULL;
+	for (int64_t i = lo; i < hi; i++) {
+		int64_t n = i / cs->G, g = i % cs->G;
+		ConvFill f = {cs, im->x + (n * cs->C + g * cg) * cs->isz, im->tab};
+		fgemm_packed_fill(im->pa[g], cs->osz, conv_fill, &f, im->bias ? im->bias + g * mg : NULL,
+				  im->y + (n * cs->M + g * mg) * cs->osz, cs->osz, im->threads, buf);
+	}
+}
+
+/* conv_gemm through fgemm with packed weights and the implicit im2col;
+ * several images or groups go to the threads whole (one thread start per
+ * call rather than per product), one image is split by fgemm */
+static void conv_gemm_implicit(const ConvShape *cs, const float *x, const float *bias, float *y, FgemmA **pa)
+{
+	int64_t all = cs->N * cs->G;
+	int64_t *tab = conv_fill_table(cs, cs->C / cs->G);
+	Implicit im = {cs, x, bias, y, pa, tab, NULL, 1, cs->threads};
+	int thr = cs->threads < all ? cs->threads : (int)all;
+	if (thr > 1) {
+		im.bufs = conv_scratch(0, sizeof(float) * fgemm_buf_floats() * (size_t)thr);
+		im.pieces = thr;
+	}
+	nn_parallel(thr, all, implicit_run, &im);
+	free(tab);
+}
+#endif
+
+/* the im2col of element size es for this CPU */
+static void (*im2col_fn(size_t es))(void *, int64_t, int64_t)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (es == 4 && fgemm_available())
+		return im2col4_512;
+#endif
+	return es == 4 ? im2col4 : im2col8;
+}
+
+/* fewer output columns than this go to fgemm's dot products rather than
+ * to its packed weights, which compute whole 32-column panels */
+#define FGEMM_MIN_N 16
 
 /* bytes of unfolded input per tile: about half of a typical L2 cache */
 #ifndef IM2COL_TILE_BYTES
-#define IM2COL_TILE_BYTES (512 * 1024)
+#define IM2COL_TILE_BYTES (128 * 1024)
 #endif
 
+/* outputs smaller than this many columns are unfolded several images at a
+ * time, so that one GEMM reads (and OpenBLAS packs) the weights once for
+ * all of them rather than once per image */
+#ifndef CONV_BATCH_COLS
+#define CONV_BATCH_COLS 512
+#endif
+
+/* per group, the weights packed for fgemm: NULL unless es is 4 and the CPU
+ * has AVX-512; entries are packed on first use */
+static FgemmA **packs_new(size_t es, int64_t groups)
+{
+	return es == 4 && fgemm_available() ? xcalloc((size_t)groups, sizeof(FgemmA *)) : NULL;
+}
+
+static void packs_free(FgemmA **pa, int64_t groups)
+{
+	for (int64_t g = 0; pa && g < groups; g++)
+		fgemm_free_a(pa[g]);
+	free(pa);
+}
+
+/* c = a * b + bias[row]: [m, k] by [k, n] (row strides lda, ldb, ldc),
+ * float or double (bias: float only, may be NULL); pa (from packs_new, may be NULL) is the slot of
+ * a's packed form for fgemm_packed; else fgemm where the CPU has AVX-512,
+ * sgemm or dgemm */
+static void gemm_es(size_t es, FgemmA **pa, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+		    const void *b, int64_t ldb, const float *bias, void *c, int64_t ldc, int threads)
+{
+	if (pa && n >= FGEMM_MIN_N) {
+		if (!*pa)
+			*pa = fgemm_pack_a(m, k, a, lda);
+		fgemm_packed(*pa, n, b, ldb, bias, 0, c, ldc, threads);
+	} else if (es == 4 && fgemm_available()) {
+		fgemm(m, n, k, a, lda, b, ldb, bias, 0, c, ldc, threads);
+	} else if (es == 4) {
+		/* start from the bias and let the GEMM accumulate */
+		for (int64_t i = 0; bias && i < m; i++)
+			for (int64_t j = 0; j < n; j++)
+				((float *)c)[i * ldc + j] = bias[i];
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a, (int)lda,
+			    b, (int)ldb, bias ? 1.0f : 0.0f, c, (int)ldc);
+	} else {
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0, a, (int)lda,
+			    b, (int)ldb, 0.0, c, (int)ldc);
+	}
+}
+
+/* images per unfolded tile: 1, or enough that small outputs fill about
+ * CONV_BATCH_COLS columns while the tile stays within 4 tiles' bytes */
+static int64_t conv_images_per_tile(const ConvShape *cs, int64_t kc, size_t es)
+{
+	if (cs->N < 2 || cs->osz == 0 || cs->osz >= CONV_BATCH_COLS / 2)
+		return 1;
+	int64_t nb = CONV_BATCH_COLS / cs->osz;
+	int64_t cap = (int64_t)(4 * IM2COL_TILE_BYTES / es) / (kc * cs->osz);
+	if (nb > cap)
+		nb = cap;
+	if (nb > cs->N)
+		nb = cs->N;
+	return nb < 2 ? 1 : nb;
+}
+
+/* conv_gemm for small outputs: per group, nb images are unfolded side by
+ * side into one [kc, nb * osz] matrix, multiplied at once into tmp and
+ * scattered to their images with the bias */
+static void conv_gemm_batched(const ConvShape *cs, const void *x, const void *w, const float *bias, void *y,
+			      size_t es, int64_t nb, FgemmA **cached)
+{
+	int64_t cg = cs->C / cs->G, mg = cs->M / cs->G, kc = cg * cs->ksz, osz = cs->osz;
+	int64_t rows = cs->out[0] * cs->out[1];
+	unsigned char *col = conv_scratch(0, (size_t)(kc * nb * osz) * es);
+	unsigned char *tmp = conv_scratch(1, (size_t)(mg * nb * osz) * es);
+	FgemmA **pa = cached;
+	for (int64_t g = 0; g < cs->G; g++) {
+		const unsigned char *wg = (const unsigned char *)w + (size_t)(g * mg * kc) * es;
+		for (int64_t n0 = 0; n0 < cs->N; n0 += nb) {
+			int64_t nn = cs->N - n0 < nb ? cs->N - n0 : nb, ld = nn * osz;
+			for (int64_t i = 0; i < nn; i++) {
+				const unsigned char *xg = (const unsigned char *)x +
+					(size_t)(((n0 + i) * cs->C + g * cg) * cs->isz) * es;
+				Im2col a = {cs, xg, col + (size_t)(i * osz) * es, 0, rows, ld};
+				int thr = kc * osz >= 65536 ? cs->threads : 1;
+				nn_parallel(thr, cg, im2col_fn(es), &a);
+			}
+			gemm_es(es, pa ? pa + g : NULL, mg, ld, kc, wg, kc, col, ld, NULL, tmp, ld, cs->threads);
+			for (int64_t i = 0; i < nn; i++)
+				for (int64_t m = 0; m < mg; m++) {
+					const unsigned char *src = tmp + (size_t)(m * ld + i * osz) * es;
+					unsigned char *dst = (unsigned char *)y +
+						(size_t)(((n0 + i) * cs->M + g * mg + m) * osz) * es;
+					if (es == 4 && bias) {
+						float bv = bias[g * mg + m];
+						for (int64_t j = 0; j < osz; j++)
+							((float *)dst)[j] = ((const float *)src)[j] + bv;
+					} else {
+						memcpy(dst, src, (size_t)osz * es);
+					}
+				}
+		}
+	}
+}
+
 /* y[n, m, :] = bias[m] + sum over the group's channels and kernel of w * x;
- * es 4: float with sgemm, es 8: double with dgemm (bias NULL: none; only
- * float has one) */
-static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const float *bias, void *y, size_t es)
+ * es 4: float with fgemm or sgemm, es 8: double with dgemm (bias NULL: none;
+ * only float has one); cached: the weights packed for fgemm per group, kept
+ * by the caller (NULL: packed here when fgemm runs) */
+static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const float *bias, void *y, size_t es,
+		      FgemmA **cached)
 {
 	int64_t cg = cs->C / cs->G, mg = cs->M / cs->G, kc = cg * cs->ksz;
 	int64_t ow_n = cs->out[2], rows = cs->out[0] * cs->out[1];
@@ -242,6 +629,20 @@ static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const f
 				((float *)y)[i] = bias[i / cs->osz % cs->M];
 		return;
 	}
+	int64_t nb = conv_images_per_tile(cs, kc, es);
+	if (nb > 1) {
+		conv_gemm_batched(cs, x, w, bias, y, es, nb, cached);
+		return;
+	}
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (cached && !pw && cs->osz >= FGEMM_MIN_N) {
+		for (int64_t g = 0; g < cs->G; g++)
+			if (!cached[g])
+				cached[g] = fgemm_pack_a(mg, kc, (const float *)w + g * mg * kc, kc);
+		conv_gemm_implicit(cs, x, bias, y, cached);
+		return;
+	}
+#endif
 	/* output rows per tile: at least one, and at least 64 columns */
 	int64_t rpt = (int64_t)(IM2COL_TILE_BYTES / es) / (kc * (ow_n ? ow_n : 1));
 	if (rpt * ow_n < 64)
@@ -250,7 +651,8 @@ static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const f
 		rpt = 1;
 	if (rpt > rows || pw)
 		rpt = rows;
-	void *col = pw ? NULL : xmalloc((size_t)(kc * rpt * ow_n) * es + 1);
+	void *col = pw ? NULL : conv_scratch(0, (size_t)(kc * rpt * ow_n) * es + 1);
+	FgemmA **pa = cached;
 	for (int64_t n = 0; n < cs->N; n++) {
 		for (int64_t g = 0; g < cs->G; g++) {
 			const unsigned char *xg = (const unsigned char *)x + (size_t)((n * cs->C + g * cg) * cs->isz) * es;
@@ -260,33 +662,19 @@ static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const f
 				int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows, T = (r1 - r0) * ow_n;
 				const void *b = xg;
 				if (!pw) {
-					Im2col a = {cs, xg, col, r0, r1};
+					Im2col a = {cs, xg, col, r0, r1, T};
 					int thr = kc * T >= 65536 ? cs->threads : 1;
-					nn_parallel(thr, cg, es == 4 ? im2col4 : im2col8, &a);
+					nn_parallel(thr, cg, im2col_fn(es), &a);
 					b = col;
 				}
 				if (T == 0)
 					continue;
 				void *yt = yg + (size_t)(r0 * ow_n) * es;
-				if (es == 4 && bias) {
-					/* start from the bias and let the GEMM accumulate */
-					for (int64_t m = 0; m < mg; m++) {
-						float bv = bias[g * mg + m], *yr = (float *)yt + m * cs->osz;
-						for (int64_t i = 0; i < T; i++)
-							yr[i] = bv;
-					}
-				}
-				if (es == 4)
-					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)T, (int)kc,
-						    1.0f, (const float *)wg, (int)kc, b, (int)T, bias ? 1.0f : 0.0f, yt,
-						    (int)cs->osz);
-				else
-					cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)T, (int)kc,
-						    1.0, (const double *)wg, (int)kc, b, (int)T, 0.0, yt, (int)cs->osz);
+				gemm_es(es, pa ? pa + g : NULL, mg, T, kc, wg, kc, b, T, bias ? bias + g * mg : NULL, yt,
+					cs->osz, cs->threads);
 			}
 		}
 	}
-	free(col);
 }
 
 /* ---- depthwise (one input channel per group), float ---- */
@@ -456,6 +844,45 @@ NN_CLONES static void dw_rows(void *arg, int64_t lo, int64_t hi)
 
 /* ---- Conv ---- */
 
+/* weights packed for fgemm, kept in the node's cache between runs */
+typedef struct ConvCache {
+	const void *w;            /* the constant weights' data */
+	int64_t groups, mg, kc;
+	FgemmA **pa;
+} ConvCache;
+
+static void convcache_release(void *p)
+{
+	ConvCache *cc = p;
+	if (cc) {
+		packs_free(cc->pa, cc->groups);
+		free(cc);
+	}
+}
+
+/* the per-group packs of a Conv whose weights are a constant of the plan,
+ * made on the first run and reused after; NULL where fgemm does not run or
+ * the weights may change (then conv_gemm packs per call) */
+static FgemmA **conv_cached_packs(RunCtx *c, const Tensor *w, const ConvShape *cs)
+{
+	if (!c->cache || !(c->const_in & 2) || !fgemm_available())
+		return NULL;
+	int64_t mg = cs->M / cs->G, kc = cs->C / cs->G * cs->ksz;
+	ConvCache *cc = c->cache->p;
+	if (cc && (cc->w != w->data || cc->groups != cs->G || cc->mg != mg || cc->kc != kc)) {
+		convcache_release(cc);
+		c->cache->p = cc = NULL;
+	}
+	if (!cc) {
+		cc = xcalloc(1, sizeof *cc);
+		*cc = (ConvCache){w->data, cs->G, mg, kc, packs_new(4, cs->G)};
+		c->cache->p = cc;
+		c->cache->release = convcache_release;
+		c->cache->bytes = fgemm_packed_a_bytes(mg, kc) * (size_t)cs->G;
+	}
+	return cc->pa;
+}
+
 static int conv_run(RunCtx *c)
 {
 	const Tensor *x = c->in[0], *w = c->in[1], *b = c->nin > 2 ? c->in[2] : NULL;
@@ -470,6 +897,7 @@ static int conv_run(RunCtx *c)
 	if (b && b->numel != cs.M)
 		return op_error(c->node, "bias has %lld elements, expected %lld", (long long)b->numel, (long long)cs.M);
 	conv_out_dims(x, &cs, dims);
+	conv_squeeze_units(&cs);
 	if (x->dtype == DT_DOUBLE) {
 		if (op_output(c, 0, DT_DOUBLE, x->rank, dims) < 0)
 			return -1;
@@ -478,7 +906,7 @@ static int conv_run(RunCtx *c)
 		memcpy(wd, w->data, w->nbytes);
 		double *yd = c->out[0]->data;
 		if (c->out[0]->numel)
-			conv_gemm(&cs, xd, wd, NULL, yd, 8);
+			conv_gemm(&cs, xd, wd, NULL, yd, 8, NULL);
 		if (b)
 			for (int64_t n = 0; n < cs.N; n++)
 				for (int64_t m = 0; m < cs.M; m++) {
@@ -509,7 +937,7 @@ static int conv_run(RunCtx *c)
 		int thr = cs.N * cs.M * cs.osz * cs.ksz >= 65536 ? c->threads : 1;
 		nn_parallel(thr, cs.N * cs.M, dw_rows, &a);
 	} else {
-		conv_gemm(&cs, xf, wf, bf, y, 4);
+		conv_gemm(&cs, xf, wf, bf, y, 4, conv_cached_packs(c, w, &cs));
 	}
 	nn_f32_done(c->out[0], ty);
 	free(tx);
@@ -799,7 +1227,7 @@ static int qconv_acc(RunCtx *c, const Tensor *x, const Tensor *xzp, const Tensor
 	int64_t n = cs->N * cs->M * cs->osz;
 	*acc = xmalloc(sizeof(double) * (size_t)(n ? n : 1));
 	if (n)
-		conv_gemm(cs, xd, wd, NULL, *acc, 8);
+		conv_gemm(cs, xd, wd, NULL, *acc, 8, NULL);
 	free(xd);
 	free(wd);
 	return 0;

@@ -2,9 +2,10 @@
  * kernels.
  *
  * MatMul broadcasts the batch dimensions numpy-style and promotes 1-D
- * operands; every batch is one cblas_sgemm (float32, float16 and bfloat16
- * through float32) or cblas_dgemm (double) call, and a batched left operand
- * against a plain matrix is folded into a single call. Integer MatMul is a
+ * operands; every batch is one fgemm (AVX-512 CPUs) or
+ * cblas_sgemm (float32, float16 and bfloat16 through float32) or
+ * cblas_dgemm (double) call, and a batched left operand against a plain
+ * matrix is folded into a single call. Integer MatMul is a
  * plain loop. MatMulInteger and QLinearMatMul subtract the zero points into
  * doubles, whose dgemm is exact for 8-bit operands, and requantize. */
 #include <cblas.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "ops/bcast.h"
+#include "ops/fgemm.h"
 #include "ops/nn.h"
 #include "ops/op.h"
 #include "ops/shapeutil.h"
@@ -156,8 +158,11 @@ static int mm_shape(RunCtx *c, const Tensor *a, const Tensor *b, MmShape *s)
 	return 0;
 }
 
-/* y = a * b over all batches; es 4: float (sgemm), 8: double (dgemm) */
-static void mm_gemm(const MmShape *s, const void *a, const void *b, void *y, size_t es)
+/* y = a * b over all batches; es 4: float (fgemm where the CPU has
+ * AVX-512, else sgemm), 8: double (dgemm); pb: b packed for fgemm (only
+ * when every batch multiplies the same b) */
+static void mm_gemm(const MmShape *s, const void *a, const void *b, void *y, size_t es, int threads,
+		    const FgemmB *pb)
 {
 	int64_t M = s->M, K = s->K, N = s->N;
 	if (s->nbatch == 0 || M == 0 || N == 0)
@@ -172,7 +177,12 @@ static void mm_gemm(const MmShape *s, const void *a, const void *b, void *y, siz
 			fold = 0;
 	int64_t batches = fold ? 1 : s->nbatch, rows = fold ? s->nbatch * M : M;
 	for (int64_t t = 0; t < batches; t++) {
-		if (es == 4)
+		if (pb)
+			fgemm_packed_b(rows, (const float *)a + s->aoff[t], K, pb, (float *)y + t * M * N, N, threads);
+		else if (es == 4 && fgemm_available())
+			fgemm(rows, N, K, (const float *)a + s->aoff[t], K, (const float *)b + s->boff[t], N, NULL, 0,
+			      (float *)y + t * M * N, N, threads);
+		else if (es == 4)
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)N, (int)K, 1.0f,
 				    (const float *)a + s->aoff[t], (int)K, (const float *)b + s->boff[t], (int)N,
 				    0.0f, (float *)y + t * M * N, (int)N);
@@ -205,6 +215,46 @@ MM_INT(int64_t)
 MM_INT(uint32_t)
 MM_INT(uint64_t)
 
+/* the right operand packed for fgemm, kept in the node's cache */
+typedef struct MmCache {
+	const void *b;            /* the constant operand's data */
+	int64_t K, N;
+	FgemmB *pb;
+} MmCache;
+
+static void mmcache_release(void *p)
+{
+	MmCache *mc = p;
+	if (mc) {
+		fgemm_free_b(mc->pb);
+		free(mc);
+	}
+}
+
+/* b packed once when it is a constant of the plan shared by every batch
+ * and fgemm runs; NULL otherwise */
+static const FgemmB *mm_cached_b(RunCtx *c, const Tensor *b, const float *bf, const MmShape *s)
+{
+	if (!c->cache || !(c->const_in & 2) || s->N < 16 || s->K == 0 || s->M == 0 || !fgemm_available())
+		return NULL;
+	for (int64_t t = 0; t < s->nbatch; t++)
+		if (s->boff[t] != 0)
+			return NULL;
+	MmCache *mc = c->cache->p;
+	if (mc && (mc->b != b->data || mc->K != s->K || mc->N != s->N)) {
+		mmcache_release(mc);
+		c->cache->p = mc = NULL;
+	}
+	if (!mc) {
+		mc = xcalloc(1, sizeof *mc);
+		*mc = (MmCache){b->data, s->K, s->N, fgemm_pack_b(s->K, s->N, bf, s->N)};
+		c->cache->p = mc;
+		c->cache->release = mmcache_release;
+		c->cache->bytes = fgemm_packed_b_bytes(s->K, s->N);
+	}
+	return mc->pb;
+}
+
 static int matmul_run(RunCtx *c)
 {
 	const Tensor *a = c->in[0], *b = c->in[1];
@@ -224,7 +274,7 @@ static int matmul_run(RunCtx *c)
 			void *ac = xmalloc(a->nbytes + 8), *bc = xmalloc(b->nbytes + 8);
 			memcpy(ac, a->data, a->nbytes);
 			memcpy(bc, b->data, b->nbytes);
-			mm_gemm(&s, ac, bc, c->out[0]->data, 8);
+			mm_gemm(&s, ac, bc, c->out[0]->data, 8, c->threads, NULL);
 			free(ac);
 			free(bc);
 		} else if (dt == DT_INT32) {
@@ -249,7 +299,7 @@ static int matmul_run(RunCtx *c)
 	if (!y) {
 		rc = -1;
 	} else {
-		mm_gemm(&s, af, bf, y, 4);
+		mm_gemm(&s, af, bf, y, 4, c->threads, mm_cached_b(c, b, bf, &s));
 		nn_f32_done(c->out[0], ty);
 	}
 	free(ta);
@@ -314,7 +364,7 @@ static int qmm_acc(RunCtx *c, const Tensor *a, const Tensor *azp, const Tensor *
 	}
 	int64_t n = s->nbatch * s->M * s->N;
 	*acc = xmalloc(sizeof(double) * (size_t)(n ? n : 1));
-	mm_gemm(s, ad, bd, *acc, 8);
+	mm_gemm(s, ad, bd, *acc, 8, c->threads, NULL);
 	free(ad);
 	free(bd);
 	return 0;

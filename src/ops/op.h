@@ -89,6 +89,15 @@ int infer_same_as_input(InferCtx *c, size_t out, size_t in);
 
 typedef struct Interp Interp;  /* the interpreter's, opaque to operators */
 
+/* Memory a kernel keeps between runs of one node of a plan: what it
+ * derives from constant inputs, such as packed weights. The interpreter
+ * calls release(p) when the plan is freed. */
+typedef struct OpCache {
+	void *p;
+	void (*release)(void *p);
+	size_t bytes;             /* memory held in p, counted as weights */
+} OpCache;
+
 typedef struct RunCtx {
 	const Onnx__NodeProto *node;
 	int64_t opset;
@@ -97,6 +106,8 @@ typedef struct RunCtx {
 	Tensor *const *out;       /* empty; allocate with op_output() */
 	Interp *interp;
 	int threads;              /* threads the kernel may use */
+	OpCache *cache;           /* NULL: none (outside the interpreter) */
+	uint64_t const_in;        /* bit i: input i holds the same data every run */
 } RunCtx;
 
 /* Allocate output i with the given type and shape. Contents are

@@ -2,7 +2,10 @@
  *
  * One kernel serves all three: per direction the input projection of the
  * whole sequence is one cblas_sgemm (X * W^T), then each step multiplies the
- * hidden state by R^T and applies the cell's gates. Supported: directions
+ * hidden state by R^T and applies the cell's gates. R is read in place
+ * (sgemv for one batch entry, sgemm with R transposed for more): streaming
+ * models such as silero-vad run one step per call, where a transposed copy
+ * of R cost more than everything else. Supported: directions
  * forward/reverse/bidirectional, activations with their alpha/beta, clip,
  * sequence_lens (finished batch entries keep their state and emit zeros),
  * initial states, peepholes, input_forget, linear_before_reset and layout.
@@ -260,6 +263,18 @@ static const Tensor *opt_in(RunCtx *c, size_t i)
 	return i < c->nin ? c->in[i] : NULL;
 }
 
+/* out[batch, n] (row stride ldo) = h[batch, k] (row stride ldh) * R[n, k]^T,
+ * R row-major with rows of k */
+static void rec_proj(int64_t batch, int64_t n, int64_t k, const float *h, int64_t ldh, const float *R,
+		     float *out, int64_t ldo)
+{
+	if (batch == 1)
+		cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)k, 1.0f, R, (int)k, h, 1, 0.0f, out, 1);
+	else
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)batch, (int)n, (int)k, 1.0f, h,
+			    (int)ldh, R, (int)k, 0.0f, out, (int)ldo);
+}
+
 static int rnn_run_cell(RunCtx *c, int cell)
 {
 	RnnAttrs a;
@@ -305,7 +320,7 @@ static int rnn_run_cell(RunCtx *c, int cell)
 		dy[0] = seq; dy[1] = nd; dy[2] = batch; dy[3] = hid;
 	}
 	int ret = -1;
-	float *xw = NULL, *hr = NULL, *h = NULL, *cs = NULL, *tmp = NULL, *gates = NULL, *rt = NULL;
+	float *xw = NULL, *hr = NULL, *h = NULL, *cs = NULL, *tmp = NULL, *gates = NULL;
 	if ((c->nout > 0 && op_output(c, 0, DT_FLOAT, 4, dy) < 0) ||
 	    (c->nout > 1 && op_output(c, 1, DT_FLOAT, 3, dh) < 0) ||
 	    (cell == CELL_LSTM && c->nout > 2 && op_output(c, 2, DT_FLOAT, 3, dh) < 0))
@@ -320,16 +335,10 @@ static int rnn_run_cell(RunCtx *c, int cell)
 	cs = falloc(batch * hid);
 	tmp = falloc(batch * hid);
 	gates = falloc(gh);
-	rt = falloc(gh * hid);
 	const float *X = x->data;
 	for (int di = 0; di < a.ndir; di++) {
 		const float *W = (const float *)w->data + di * gh * isz;
-		/* R^T once per direction: the per-step products then read it
-		 * without transposition, which OpenBLAS packs faster */
-		const float *R0 = (const float *)r->data + di * gh * hid;
-		for (int64_t j = 0; j < gh; j++)
-			for (int64_t k = 0; k < hid; k++)
-				rt[k * gh + j] = R0[j * hid + k];
+		const float *R = (const float *)r->data + di * gh * hid;
 		const float *Wb = b ? (const float *)b->data + di * 2 * gh : NULL;
 		const float *Rb = b ? Wb + gh : NULL;
 		const float *P = p ? (const float *)p->data + di * 3 * hid : NULL;
@@ -354,8 +363,7 @@ static int rnn_run_cell(RunCtx *c, int cell)
 			 * h gate's part is computed after the reset gate */
 			int64_t ng = cell == CELL_GRU && !a.lbr ? 2 * hid : gh;
 			if (batch && hid)
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)batch, (int)ng, (int)hid,
-					    1.0f, h, (int)hid, rt, (int)gh, 0.0f, hr, (int)gh);
+				rec_proj(batch, ng, hid, h, hid, R, hr, gh);
 			else
 				memset(hr, 0, sizeof *hr * (size_t)(batch * gh));
 			if (cell == CELL_GRU && !a.lbr) {
@@ -371,9 +379,7 @@ static int rnn_run_cell(RunCtx *c, int cell)
 					}
 				}
 				if (batch && hid)
-					cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)batch, (int)hid,
-						    (int)hid, 1.0f, tmp, (int)hid, rt + 2 * hid, (int)gh, 0.0f,
-						    hr + 2 * hid, (int)gh);
+					rec_proj(batch, hid, hid, tmp, hid, R + 2 * hid * hid, hr + 2 * hid, gh);
 			}
 			for (int64_t bi = 0; bi < batch; bi++) {
 				float *hb = h + bi * hid, *cb = cs + bi * hid;
@@ -444,7 +450,6 @@ out:
 	free(cs);
 	free(tmp);
 	free(gates);
-	free(rt);
 	return ret;
 }
 

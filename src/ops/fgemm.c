@@ -1,0 +1,472 @@
+/* fgemm.c — float32 matrix product on AVX-512 (see fgemm.h).
+ *
+ * Why: Debian's OpenBLAS 0.3.21 does not know AMD Zen 4/5 and runs its
+ * Haswell (AVX2) kernel there, at half the rate the CPU can multiply; the
+ * convolutions and MatMuls of the interpreter spend most of their time in
+ * it. The scheme is the classic blocked one (Goto and van de Geijn): the
+ * columns of b go in blocks of NC, the sum in blocks of KC; b is copied into
+ * panels of NR columns (per call, or once for a constant operand), and the
+ * kernel keeps an MR x NR tile of c in 24 of the 32 vector registers while
+ * it streams a strip of MR rows of a (read in place, or packed once for
+ * constant weights) and one panel of b from cache. Edge tiles are computed
+ * in full on zero-padded strips and panels and only their valid part is
+ * stored. Every element of c is summed in the same order whatever the
+ * split between threads, so results do not depend on the thread count. */
+#include "ops/fgemm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/nn.h"
+#include "util.h"
+
+#define MR 12
+#define NR FGEMM_NR
+#define KC 256
+#define NC 512
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f")))
+#define HAVE_AVX512 1
+#endif
+
+#ifdef HAVE_AVX512
+int fgemm_available(void)
+{
+	static int avail = -1;
+	int a = __atomic_load_n(&avail, __ATOMIC_RELAXED);
+	if (a < 0) {
+		__builtin_cpu_init();
+		a = __builtin_cpu_supports("avx512f") ? 1 : 0;
+		__atomic_store_n(&avail, a, __ATOMIC_RELAXED);
+	}
+	return a;
+}
+#else
+int fgemm_available(void)
+{
+	return 0;
+}
+#endif
+
+/* ap[strip][kk][MR] = a[strip * MR + r, kk] for one block of kc columns,
+ * rows past m zero */
+static void pack_a_block(const float *a, int64_t lda, int64_t m, int64_t kc, float *ap)
+{
+	for (int64_t i0 = 0; i0 < m; i0 += MR, ap += MR * kc) {
+		int64_t mr = m - i0 < MR ? m - i0 : MR;
+		for (int64_t kk = 0; kk < kc; kk++) {
+			const float *ac = a + i0 * lda + kk;
+			float *d = ap + kk * MR;
+			for (int64_t r = 0; r < mr; r++)
+				d[r] = ac[r * lda];
+			for (int64_t r = mr; r < MR; r++)
+				d[r] = 0.0f;
+		}
+	}
+}
+
+size_t fgemm_packed_a_bytes(int64_t m, int64_t k)
+{
+	return sizeof(float) * (size_t)((m + MR - 1) / MR * MR * k + 1);
+}
+
+FgemmA *fgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda)
+{
+	FgemmA *pa = xmalloc(sizeof *pa);
+	pa->m = m;
+	pa->k = k;
+	pa->mpad = (m + MR - 1) / MR * MR;
+	pa->p = xmalloc(fgemm_packed_a_bytes(m, k));
+	for (int64_t k0 = 0; k0 < k; k0 += KC)
+		pack_a_block(a + k0, lda, m, k - k0 < KC ? k - k0 : KC, pa->p + pa->mpad * k0);
+	return pa;
+}
+
+void fgemm_free_a(FgemmA *pa)
+{
+	if (pa) {
+		free(pa->p);
+		free(pa);
+	}
+}
+
+#ifdef HAVE_AVX512
+/* bp[panel][kk][NR] = b[k0 + kk, j0 + panel * NR + j], columns past n zero */
+AVX512 static void pack_b(const float *b, int64_t ldb, int64_t n, int64_t kc, float *bp)
+{
+	for (int64_t j0 = 0; j0 < n; j0 += NR, bp += NR * kc) {
+		int64_t nr = n - j0 < NR ? n - j0 : NR;
+		if (nr == NR) {
+			for (int64_t kk = 0; kk < kc; kk++) {
+				const float *br = b + kk * ldb + j0;
+				_mm512_storeu_ps(bp + kk * NR, _mm512_loadu_ps(br));
+				_mm512_storeu_ps(bp + kk * NR + 16, _mm512_loadu_ps(br + 16));
+			}
+			continue;
+		}
+		for (int64_t kk = 0; kk < kc; kk++) {
+			const float *br = b + kk * ldb + j0;
+			float *d = bp + kk * NR;
+			memcpy(d, br, sizeof(float) * (size_t)nr);
+			if (nr < NR)
+				memset(d + nr, 0, sizeof(float) * (size_t)(NR - nr));
+		}
+	}
+}
+
+/* the MR x NR tile t (row stride NR) = a strip * bp panel over kc, where
+ * element (i, kk) of the strip is ap[i * si + kk * sk]: packed strips have
+ * si 1 and sk MR, rows read in place si lda and sk 1 */
+AVX512 static inline __attribute__((always_inline)) void
+kernel_body(int64_t kc, const float *ap, int64_t si, int64_t sk, const float *bp, float *t)
+{
+	__m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+	__m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+	__m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00;
+	__m512 c90 = c00, c91 = c00, ca0 = c00, ca1 = c00, cb0 = c00, cb1 = c00;
+	for (int64_t kk = 0; kk < kc; kk++, ap += sk, bp += NR) {
+		__m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16), x;
+#define ROW(i, r0, r1)                                   \
+		x = _mm512_set1_ps(ap[(i) * si]);        \
+		r0 = _mm512_fmadd_ps(x, b0, r0);         \
+		r1 = _mm512_fmadd_ps(x, b1, r1);
+		ROW(0, c00, c01) ROW(1, c10, c11) ROW(2, c20, c21) ROW(3, c30, c31)
+		ROW(4, c40, c41) ROW(5, c50, c51) ROW(6, c60, c61) ROW(7, c70, c71)
+		ROW(8, c80, c81) ROW(9, c90, c91) ROW(10, ca0, ca1) ROW(11, cb0, cb1)
+#undef ROW
+	}
+#define OUT(i, r0, r1)                                           \
+	_mm512_storeu_ps(t + (i) * NR, r0);                      \
+	_mm512_storeu_ps(t + (i) * NR + 16, r1);
+	OUT(0, c00, c01) OUT(1, c10, c11) OUT(2, c20, c21) OUT(3, c30, c31)
+	OUT(4, c40, c41) OUT(5, c50, c51) OUT(6, c60, c61) OUT(7, c70, c71)
+	OUT(8, c80, c81) OUT(9, c90, c91) OUT(10, ca0, ca1) OUT(11, cb0, cb1)
+#undef OUT
+}
+
+/* the two layouts as separate functions, so each has constant strides */
+AVX512 static void kernel_packed(int64_t kc, const float *ap, const float *bp, float *t)
+{
+	kernel_body(kc, ap, 1, MR, bp, t);
+}
+
+AVX512 static void kernel_rows(int64_t kc, const float *a, int64_t lda, const float *bp, float *t)
+{
+	kernel_body(kc, a, lda, 1, bp, t);
+}
+
+/* c (mr x nr of the tile, row stride ldc) = t, or += t when add */
+AVX512 static void tile_store(const float *t, int64_t mr, int64_t nr, float *c, int64_t ldc, int add,
+				const float *rb)
+{
+	if (nr == NR) {
+		for (int64_t i = 0; i < mr; i++) {
+			float *cr = c + i * ldc;
+			__m512 v0 = _mm512_loadu_ps(t + i * NR), v1 = _mm512_loadu_ps(t + i * NR + 16);
+			if (rb) {
+				v0 = _mm512_add_ps(v0, _mm512_set1_ps(rb[i]));
+				v1 = _mm512_add_ps(v1, _mm512_set1_ps(rb[i]));
+			}
+			if (add) {
+				v0 = _mm512_add_ps(v0, _mm512_loadu_ps(cr));
+				v1 = _mm512_add_ps(v1, _mm512_loadu_ps(cr + 16));
+			}
+			_mm512_storeu_ps(cr, v0);
+			_mm512_storeu_ps(cr + 16, v1);
+		}
+		return;
+	}
+	for (int64_t i = 0; i < mr; i++)
+		for (int64_t j = 0; j < nr; j++) {
+			float v = rb ? t[i * NR + j] + rb[i] : t[i * NR + j];
+			c[i * ldc + j] = add ? c[i * ldc + j] + v : v;
+		}
+}
+/* c[i, j] = bias[i] + dot(row i of a, column j of b) for n < 16
+ * columns, bt holding b transposed ([n][k]): each row of a is read once
+ * from memory, four columns at a time from cache */
+AVX512 static void small_rows(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *bt,
+			      const float *bias, float *c, int64_t ldc)
+{
+	int64_t kv = k / 16 * 16;
+	__mmask16 tail = (__mmask16)((1u << (k - kv)) - 1);
+	for (int64_t i = 0; i < m; i++) {
+		const float *ar = a + i * lda;
+		for (int64_t j0 = 0; j0 < n; j0 += 4) {
+			int64_t nj = n - j0 < 4 ? n - j0 : 4;
+			const float *b0 = bt + j0 * k, *b1 = nj > 1 ? b0 + k : b0;
+			const float *b2 = nj > 2 ? b0 + 2 * k : b0, *b3 = nj > 3 ? b0 + 3 * k : b0;
+			__m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+			for (int64_t kk = 0; kk < kv; kk += 16) {
+				__m512 x = _mm512_loadu_ps(ar + kk);
+				s0 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b0 + kk), s0);
+				s1 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b1 + kk), s1);
+				s2 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b2 + kk), s2);
+				s3 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b3 + kk), s3);
+			}
+			if (tail) {
+				__m512 x = _mm512_maskz_loadu_ps(tail, ar + kv);
+				s0 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, b0 + kv), s0);
+				s1 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, b1 + kv), s1);
+				s2 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, b2 + kv), s2);
+				s3 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, b3 + kv), s3);
+			}
+			float bv = bias ? bias[i] : 0.0f, v[4];
+			v[0] = _mm512_reduce_add_ps(s0);
+			v[1] = _mm512_reduce_add_ps(s1);
+			v[2] = _mm512_reduce_add_ps(s2);
+			v[3] = _mm512_reduce_add_ps(s3);
+			for (int64_t j = 0; j < nj; j++)
+				c[i * ldc + j0 + j] = v[j] + bv;
+		}
+	}
+}
+#else
+/* portable versions of the three, for builds without AVX-512 intrinsics
+ * (fgemm_available() is 0 there, so they only keep the file complete) */
+static void pack_b(const float *b, int64_t ldb, int64_t n, int64_t kc, float *bp)
+{
+	for (int64_t j0 = 0; j0 < n; j0 += NR, bp += NR * kc) {
+		int64_t nr = n - j0 < NR ? n - j0 : NR;
+		for (int64_t kk = 0; kk < kc; kk++)
+			for (int64_t j = 0; j < NR; j++)
+				bp[kk * NR + j] = j < nr ? b[kk * ldb + j0 + j] : 0.0f;
+	}
+}
+
+static void kernel_body(int64_t kc, const float *ap, int64_t si, int64_t sk, const float *bp, float *t)
+{
+	memset(t, 0, sizeof(float) * MR * NR);
+	for (int64_t kk = 0; kk < kc; kk++)
+		for (int i = 0; i < MR; i++)
+			for (int j = 0; j < NR; j++)
+				t[i * NR + j] += ap[i * si + kk * sk] * bp[kk * NR + j];
+}
+
+static void kernel_packed(int64_t kc, const float *ap, const float *bp, float *t)
+{
+	kernel_body(kc, ap, 1, MR, bp, t);
+}
+
+static void kernel_rows(int64_t kc, const float *a, int64_t lda, const float *bp, float *t)
+{
+	kernel_body(kc, a, lda, 1, bp, t);
+}
+
+static void tile_store(const float *t, int64_t mr, int64_t nr, float *c, int64_t ldc, int add,
+		       const float *rb)
+{
+	for (int64_t i = 0; i < mr; i++)
+		for (int64_t j = 0; j < nr; j++) {
+			float v = rb ? t[i * NR + j] + rb[i] : t[i * NR + j];
+			c[i * ldc + j] = add ? c[i * ldc + j] + v : v;
+		}
+}
+static void small_rows(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *bt,
+		       const float *bias, float *c, int64_t ldc)
+{
+	for (int64_t i = 0; i < m; i++)
+		for (int64_t j = 0; j < n; j++) {
+			float acc = 0.0f;
+			for (int64_t kk = 0; kk < k; kk++)
+				acc += a[i * lda + kk] * bt[j * k + kk];
+			c[i * ldc + j] = acc + (bias ? bias[i] : 0.0f);
+		}
+}
+#endif
+
+size_t fgemm_packed_b_bytes(int64_t k, int64_t n)
+{
+	return sizeof(float) * (size_t)((n + NR - 1) / NR * NR * k + 1);
+}
+
+FgemmB *fgemm_pack_b(int64_t k, int64_t n, const float *b, int64_t ldb)
+{
+	FgemmB *pb = xmalloc(sizeof *pb);
+	pb->k = k;
+	pb->n = n;
+	pb->p = xmalloc(fgemm_packed_b_bytes(k, n));
+	for (int64_t jb = 0; jb < n; jb += NC) {
+		int64_t nb = n - jb < NC ? n - jb : NC, npad = (nb + NR - 1) / NR * NR;
+		for (int64_t k0 = 0; k0 < k; k0 += KC)
+			pack_b(b + k0 * ldb + jb, ldb, nb, k - k0 < KC ? k - k0 : KC, pb->p + jb * k + npad * k0);
+	}
+	return pb;
+}
+
+void fgemm_free_b(FgemmB *pb)
+{
+	if (pb) {
+		free(pb->p);
+		free(pb);
+	}
+}
+
+typedef struct Job {
+	FgemmFill fill;           /* panels of b from a callback, or NULL */
+	void *ctx;
+	const FgemmB *pb;         /* packed right operand, or NULL: b */
+	const FgemmA *pa;         /* packed left operand, or NULL: */
+	const float *a;           /* read in place, rows of stride lda */
+	int64_t m, k, lda;
+	int64_t n, ldb, ldc;
+	const float *b;
+	float *c;
+	int beta;
+	const float *bias;        /* per row of c, or NULL */
+	float *bufs;              /* per piece: NC * KC + MR * KC floats */
+	int64_t pieces;
+} Job;
+
+#define PIECE_FLOATS ((size_t)(NC + MR) * KC)
+
+/* columns [panel lo, panel hi) of the product, in NR-wide panels; piece
+ * ceil(lo * pieces / panels), as nn_parallel splits, picks the buffer */
+static void run_cols(void *arg, int64_t plo, int64_t phi)
+{
+	const Job *g = arg;
+	int64_t panels = (g->n + NR - 1) / NR;
+	float *buf = g->bufs + (size_t)((plo * g->pieces + panels - 1) / panels) * PIECE_FLOATS;
+	float *edge = buf + (size_t)NC * KC;  /* a last strip of fewer than MR rows, zero-padded */
+	float t[MR * NR] __attribute__((aligned(64)));
+	/* column blocks of NC start at multiples of NC (the layout of a
+	 * prepacked b); this piece covers columns [lo, hi) of each */
+	for (int64_t jb = plo * NR / NC * NC; jb < phi * NR && jb < g->n; jb += NC) {
+		int64_t nb = g->n - jb < NC ? g->n - jb : NC, npad = (nb + NR - 1) / NR * NR;
+		int64_t lo = jb > plo * NR ? jb : plo * NR, hi = jb + nb < phi * NR ? jb + nb : phi * NR;
+		if (hi > g->n)
+			hi = g->n;
+		for (int64_t k0 = 0; k0 < g->k; k0 += KC) {
+			int64_t kc = g->k - k0 < KC ? g->k - k0 : KC;
+			int add = k0 > 0 || g->beta;
+			/* the panel of column j: bp + (j - j0) * kc */
+			const float *bp = buf;
+			int64_t j0 = lo;
+			if (g->pb) {
+				bp = g->pb->p + jb * g->k + npad * k0;
+				j0 = jb;
+			} else if (g->fill) {
+				g->fill(g->ctx, k0, kc, lo, hi - lo, buf);
+			} else {
+				pack_b(g->b + k0 * g->ldb + lo, g->ldb, hi - lo, kc, buf);
+			}
+			int64_t mfull = g->pa ? g->m : g->m / MR * MR;
+			if (mfull < g->m) {
+				for (int64_t r = 0; r < MR; r++)
+					for (int64_t kk = 0; kk < kc; kk++)
+						edge[r * kc + kk] =
+							mfull + r < g->m ? g->a[(mfull + r) * g->lda + k0 + kk] : 0.0f;
+			}
+			for (int64_t jr = lo; jr < hi; jr += NR) {
+				int64_t nr = hi - jr < NR ? hi - jr : NR;
+				const float *bj = bp + (jr - j0) * kc;
+				for (int64_t ir = 0; ir < g->m; ir += MR) {
+					int64_t mr = g->m - ir < MR ? g->m - ir : MR;
+					if (g->pa)
+						kernel_packed(kc, g->pa->p + g->pa->mpad * k0 + ir * kc, bj, t);
+					else if (ir < mfull)
+						kernel_rows(kc, g->a + ir * g->lda + k0, g->lda, bj, t);
+					else
+						kernel_rows(kc, edge, kc, bj, t);
+					tile_store(t, mr, nr, g->c + ir * g->ldc + jr, g->ldc, add,
+						   g->bias && k0 == 0 ? g->bias + ir : NULL);
+				}
+			}
+		}
+	}
+}
+
+/* packing buffers of the calling thread, kept between calls so that
+ * repeated products do not fault in fresh pages */
+static _Thread_local float *tl_buf;
+static _Thread_local size_t tl_cap;
+
+static void run(Job *g, int threads)
+{
+	if (g->m <= 0 || g->n <= 0)
+		return;
+	if (g->k <= 0) {
+		for (int64_t i = 0; !g->beta && i < g->m; i++)
+			memset(g->c + i * g->ldc, 0, sizeof(float) * (size_t)g->n);
+		return;
+	}
+	int64_t panels = (g->n + NR - 1) / NR;
+	/* a thread costs about as much as 2 MFLOP */
+	if (threads > 1 && 2 * g->m * g->n * g->k < (int64_t)threads * 4000000)
+		threads = 1;
+	if (threads > panels)
+		threads = (int)panels;
+	if (threads < 1)
+		threads = 1;
+	if (g->bufs) {  /* the caller's buffer: this thread only */
+		g->pieces = 1;
+		run_cols(g, 0, panels);
+		return;
+	}
+	size_t need = (size_t)threads * PIECE_FLOATS;
+	if (tl_cap < need) {
+		free(tl_buf);
+		tl_buf = xmalloc(sizeof(float) * need);
+		tl_cap = need;
+	}
+	g->bufs = tl_buf;
+	g->pieces = threads;
+	nn_parallel(threads, panels, run_cols, g);
+}
+
+void fgemm_packed(const FgemmA *a, int64_t n, const float *b, int64_t ldb, const float *bias, int beta, float *c,
+		  int64_t ldc, int threads)
+{
+	Job g = {.pa = a, .m = a->m, .k = a->k, .n = n, .ldb = ldb, .ldc = ldc, .b = b, .c = c, .beta = beta,
+		 .bias = bias};
+	run(&g, threads);
+}
+
+size_t fgemm_buf_floats(void)
+{
+	return PIECE_FLOATS;
+}
+
+void fgemm_packed_fill(const FgemmA *a, int64_t n, FgemmFill fill, void *ctx, const float *bias, float *c,
+		       int64_t ldc, int threads, float *buf)
+{
+	Job g = {.fill = fill, .ctx = ctx, .pa = a, .m = a->m, .k = a->k, .n = n, .ldc = ldc, .c = c,
+		 .bias = bias, .bufs = buf};
+	run(&g, threads);
+}
+
+void fgemm_packed_b(int64_t m, const float *a, int64_t lda, const FgemmB *b, float *c, int64_t ldc, int threads)
+{
+	Job g = {.pb = b, .a = a, .m = m, .k = b->k, .lda = lda, .n = b->n, .ldc = ldc, .c = c};
+	run(&g, threads);
+}
+
+/* fgemm for fewer than 16 columns without accumulation: dot products */
+static void fgemm_small(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+			const float *bias, float *c, int64_t ldc)
+{
+	size_t need = (size_t)(n * k);
+	if (tl_cap < need) {
+		free(tl_buf);
+		tl_buf = xmalloc(sizeof(float) * need);
+		tl_cap = need;
+	}
+	for (int64_t kk = 0; kk < k; kk++)
+		for (int64_t j = 0; j < n; j++)
+			tl_buf[j * k + kk] = b[kk * ldb + j];
+	small_rows(m, n, k, a, lda, tl_buf, bias, c, ldc);
+}
+
+void fgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+	   const float *bias, int beta, float *c, int64_t ldc, int threads)
+{
+	if (n > 0 && n < 16 && k > 0 && m > 0 && !beta) {
+		fgemm_small(m, n, k, a, lda, b, ldb, bias, c, ldc);
+		return;
+	}
+	Job g = {.a = a, .m = m, .k = k, .lda = lda, .n = n, .ldb = ldb, .ldc = ldc, .b = b, .c = c, .beta = beta,
+		 .bias = bias};
+	run(&g, threads);
+}

@@ -1,0 +1,65 @@
+/* fgemm.h — float32 matrix product for CPUs with AVX-512 (see fgemm.c).
+ *
+ * Debian's OpenBLAS 0.3.21 runs its AVX2 kernel on AMD Zen 4/5, whose
+ * 512-bit units then idle; fgemm() uses them. Callers check
+ * fgemm_available() and use cblas_sgemm otherwise. */
+#ifndef QM_OPS_FGEMM_H
+#define QM_OPS_FGEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* the CPU runs AVX-512F (checked once) */
+int fgemm_available(void);
+
+/* c[m, n] = a[m, k] * b[k, n] + bias[m] + (beta ? c : 0), all row-major
+ * with row strides lda, ldb, ldc; bias (one per row) may be NULL; beta is 0
+ * or 1. The sum over k runs in the same order whatever threads is (threads
+ * > 1 splits the columns), so results do not depend on the thread count.
+ * Fewer than 16 columns are dot products of rows of a with columns of b.
+ * Only when fgemm_available(). */
+void fgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+	   const float *bias, int beta, float *c, int64_t ldc, int threads);
+
+/* a packed once, for several products with the same left operand */
+typedef struct FgemmA {
+	int64_t m, k, mpad;
+	float *p;
+} FgemmA;
+
+FgemmA *fgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda);
+/* bytes of a packed [m, k] left operand */
+size_t fgemm_packed_a_bytes(int64_t m, int64_t k);
+void fgemm_free_a(FgemmA *pa);
+/* fgemm() with a packed left operand */
+void fgemm_packed(const FgemmA *a, int64_t n, const float *b, int64_t ldb, const float *bias, int beta, float *c,
+		  int64_t ldc, int threads);
+
+/* Panels of b made on demand (an implicit im2col, say): write rows
+ * [k0, k0 + kc) and columns [j0, j0 + nc) of b to bp as FGEMM_NR-column
+ * panels, bp[(j - j0) / FGEMM_NR][k - k0][(j - j0) % FGEMM_NR], the columns
+ * of the last panel past nc zero. Called from several threads at once. */
+#define FGEMM_NR 32
+typedef void (*FgemmFill)(void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *bp);
+/* c[m, n] = a * b + bias[m] (bias may be NULL) with b from fill; buf:
+ * fgemm_buf_floats() floats of scratch for a call that stays in this
+ * thread (for callers that run their own threads), or NULL: the calling
+ * thread's own, and up to threads threads */
+void fgemm_packed_fill(const FgemmA *a, int64_t n, FgemmFill fill, void *ctx, const float *bias, float *c,
+		       int64_t ldc, int threads, float *buf);
+size_t fgemm_buf_floats(void);
+
+/* b packed once, for several products with the same right operand */
+typedef struct FgemmB {
+	int64_t k, n;
+	float *p;
+} FgemmB;
+
+FgemmB *fgemm_pack_b(int64_t k, int64_t n, const float *b, int64_t ldb);
+/* bytes of a packed [k, n] right operand */
+size_t fgemm_packed_b_bytes(int64_t k, int64_t n);
+void fgemm_free_b(FgemmB *pb);
+/* c[m, n] = a[m, k] * b (no bias, no accumulation) */
+void fgemm_packed_b(int64_t m, const float *a, int64_t lda, const FgemmB *b, float *c, int64_t ldc, int threads);
+
+#endif

@@ -147,3 +147,62 @@ then
 else
 	fail "a bad sample among batched ones is named" "exit $st: $(grep -i error "$TMPD/ew/log" | head -2)"
 fi
+
+# ---- the statistics do not depend on -j (the stage's thread budget) ----
+# Convolutions, MatMuls and an LSTM on 1 and on 2 interpreter threads give
+# byte-identical calibration.stats, so a cache filled by any build holds the
+# bytes every other build would have made.
+J=$TMPD/jproj
+mkdir -p "$J/rules" "$J/data"
+cp "$ROOT/tests/models/cnn.onnx" "$ROOT/tests/models/transformer.onnx" "$J/"
+"$PY" - "$J" <<'PYEOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as T
+d = sys.argv[1]
+r = np.random.default_rng(3)
+for i in range(6):
+    np.save(f"{d}/data/img{i}.npy", r.random((4, 1, 16, 16), dtype=np.float32))
+for i in range(6):   # token ids [batch, seq]
+    np.save(f"{d}/data/tok{i}.npy", r.integers(0, 10, (2, 8)).astype(np.int64))
+H, I, S = 32, 16, 12
+W = nh.from_array((r.standard_normal((1, 4 * H, I)) * 0.3).astype(np.float32), "W")
+R = nh.from_array((r.standard_normal((1, 4 * H, H)) * 0.3).astype(np.float32), "R")
+g = h.make_graph([h.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=H),
+                  h.make_node("MatMul", ["y", "P"], ["z"])], "lstm",
+                 [h.make_tensor_value_info("x", T.FLOAT, [S, 1, I])], [h.make_tensor_value_info("z", T.FLOAT, None)],
+                 [W, R, nh.from_array((r.standard_normal((H, 8)) * 0.3).astype(np.float32), "P")])
+mm = h.make_model(g, opset_imports=[h.make_opsetid("", 14)])
+mm.ir_version = 7
+onnx.save(mm, f"{d}/lstm.onnx")
+for i in range(6):
+    np.save(f"{d}/data/seq{i}.npy", r.standard_normal((S, 1, I)).astype(np.float32))
+PYEOF
+cat > "$J/rules/a.rules" <<EOF
+[model cnn]
+source = cnn.onnx
+quantize = static
+quantize.calibration = data/img*.npy
+
+[model tr]
+source = transformer.onnx
+quantize = static
+quantize.calibration = data/tok*.npy
+
+[model lstm]
+source = lstm.onnx
+quantize = static
+quantize.calibration = data/seq*.npy
+EOF
+ok=1
+for m in cnn tr lstm; do
+	for j in 1 2; do
+		QUANTMAKE_CACHE=$J/cache$j "$Q" -C "$J" -j$j "$m:calibrate" > "$J/log$m$j" 2>&1 || ok=0
+		cp "$J/build/$m/calibrate/calibration.stats" "$J/$m.$j.stats" 2>/dev/null || ok=0
+	done
+	if [ $ok = 1 ] && cmp -s "$J/$m.1.stats" "$J/$m.2.stats"; then
+		pass "calibration statistics of $m are the same bytes with -j1 and -j2"
+	else
+		fail "calibration statistics of $m are the same bytes with -j1 and -j2" "$(tail -2 "$J/log${m}2")"
+	fi
+	ok=1
+done

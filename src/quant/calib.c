@@ -732,6 +732,48 @@ static void copy_stats(const CalibStats *s, TensorStats *dst, const TensorStats 
 	}
 }
 
+/* append the names g defines to v: the inputs of a subgraph (depth > 0)
+ * and every node output, in g and the subgraphs of its nodes (If branches,
+ * Loop and Scan bodies: the interpreter's tap fires inside them) */
+static void scope_names(const Onnx__GraphProto *g, int depth, PtrVec *v)
+{
+	for (size_t i = 0; depth && i < g->n_input; i++)
+		if (g->input[i]->name && *g->input[i]->name)
+			pv_push(v, g->input[i]->name);
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		for (size_t k = 0; k < n->n_output; k++)
+			if (n->output[k] && *n->output[k])
+				pv_push(v, n->output[k]);
+		for (size_t a = 0; a < n->n_attribute; a++) {
+			if (n->attribute[a]->g)
+				scope_names(n->attribute[a]->g, depth + 1, v);
+			for (size_t k = 0; k < n->attribute[a]->n_graphs; k++)
+				scope_names(n->attribute[a]->graphs[k], depth + 1, v);
+		}
+	}
+}
+
+/* the outputs of nodes without inputs (Constant ...), in every scope: they
+ * run once per batch, so they count with the batch's weight */
+static void mark_konst(const CalibStats *s, const Onnx__GraphProto *g, char *konst)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		for (size_t k = 0; !n->n_input && k < n->n_output; k++) {
+			const TensorStats *ts = n->output[k] ? calib_find(s, n->output[k]) : NULL;
+			if (ts)
+				konst[ts - s->t] = 1;
+		}
+		for (size_t a = 0; a < n->n_attribute; a++) {
+			if (n->attribute[a]->g)
+				mark_konst(s, n->attribute[a]->g, konst);
+			for (size_t k = 0; k < n->attribute[a]->n_graphs; k++)
+				mark_konst(s, n->attribute[a]->graphs[k], konst);
+		}
+	}
+}
+
 int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads, FILE *log,
 		  CalibStats **out)
 {
@@ -741,32 +783,38 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 	PtrVec names = {0};
 	for (size_t i = 0; i < g->n_input; i++)
 		pv_push(&names, g->input[i]->name);
-	for (size_t i = 0; i < g->n_node; i++)
-		for (size_t k = 0; k < g->node[i]->n_output; k++)
-			if (g->node[i]->output[k] && *g->node[i]->output[k])
-				pv_push(&names, g->node[i]->output[k]);
+	scope_names(g, 0, &names);
 	s->t = xcalloc(names.n ? names.n : 1, sizeof *s->t);
 	for (size_t i = 0; i < names.n; i++)
 		s->t[i].name = xstrdup(names.v[i]);
-	size_t nnames = names.n;
+	size_t nnames = names.n, nshared = 0;
+	const char *shared = NULL;
 	pv_free(&names);
 	s->n = 0;
 	qsort(s->t, nnames, sizeof *s->t, cmp_stats);
+	/* a name defined in two scopes (not SSA across subgraphs): the tap
+	 * cannot tell the tensors apart, so neither is recorded */
 	for (size_t i = 0; i < nnames; i++) {
-		if (s->n && !strcmp(s->t[s->n - 1].name, s->t[i].name)) {
-			free(s->t[i].name);
-			continue;
-		}
-		s->t[s->n++] = s->t[i];
+		size_t j = i;
+		while (j + 1 < nnames && !strcmp(s->t[j + 1].name, s->t[i].name))
+			j++;
+		if (j > i) {
+			shared = shared ? shared : s->t[i].name;
+			nshared++;
+		} else
+			s->t[s->n++] = s->t[i];
+		for (size_t k = i + (j == i); k <= j; k++)
+			if (s->t[k].name != shared)
+				free(s->t[k].name);
+		i = j;
 	}
+	if (nshared && log)
+		fprintf(log, "calibrate: %zu tensor names are defined in several scopes (first: '%s'); they get no statistics\n",
+			nshared, shared);
+	free((char *)shared);
 	Collector col = {.s = s, .weight = 1};
 	col.konst = xcalloc(s->n ? s->n : 1, 1);
-	for (size_t i = 0; i < g->n_node; i++)
-		for (size_t k = 0; !g->node[i]->n_input && k < g->node[i]->n_output; k++) {
-			const TensorStats *ts = g->node[i]->output[k] ? calib_find(s, g->node[i]->output[k]) : NULL;
-			if (ts)
-				col.konst[ts - s->t] = 1;
-		}
+	mark_konst(s, g, col.konst);
 	col.idx = xmalloc(CHUNK * sizeof *col.idx);
 	col.sub = xcalloc(SUBHIST * (s->nbins + SPARE), sizeof *col.sub);
 	col.shape0 = xcalloc(s->n ? s->n : 1, sizeof *col.shape0);

@@ -1,6 +1,10 @@
 /* calib.h — calibration statistics: stream samples through the interpreter
  * and record, for every float activation (main-graph inputs and node
- * outputs), its element count, min, max and a histogram.
+ * outputs, and the inputs and node outputs of If/Loop/Scan bodies at any
+ * depth, over every execution of the body), its element count, min, max and
+ * a histogram. Tensors are keyed by name: ONNX names are unique across
+ * scopes; a name some model defines in two scopes gets no statistics (the
+ * tap cannot tell the two apart). A branch never taken has none either.
  *
  * One pass over the samples, one model plan. Besides the exact min and max,
  * each tensor gets a histogram of CALIB_BINS bins over a symmetric range

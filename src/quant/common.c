@@ -21,14 +21,53 @@ int qc_in_list(const char *const *list, const char *op)
 	return 0;
 }
 
-int qc_check_not_quantized(const Onnx__GraphProto *g)
+/* the check below in g and its subgraphs; scope names g (NULL: main) */
+static int not_quantized_in(const Onnx__GraphProto *g, const char *scope)
 {
 	char lab[256];
-	for (size_t i = 0; i < g->n_node; i++)
-		if (qc_in_list(quantized_ops, g->node[i]->op_type) || !strncmp(g->node[i]->op_type, "QLinear", 7))
-			return error("the model is already quantized: node '%s' is a %s; quantize the float model instead",
-				     node_label(g->node[i], lab, sizeof lab), g->node[i]->op_type);
-	return 0;
+	int r = 0;
+	for (size_t i = 0; i < g->n_node && r == 0; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		if (qc_in_list(quantized_ops, n->op_type) || !strncmp(n->op_type, "QLinear", 7))
+			return error("the model is already quantized: node '%s%s%s' is a %s; quantize the float model instead",
+				     scope ? scope : "", scope ? "/" : "", node_label(n, lab, sizeof lab), n->op_type);
+		for (size_t a = 0; a < n->n_attribute && r == 0; a++)
+			if (n->attribute[a]->g) {
+				char *sub = qg_scope(scope, n, n->attribute[a]);
+				r = not_quantized_in(n->attribute[a]->g, sub);
+				free(sub);
+			}
+	}
+	return r;
+}
+
+int qc_check_not_quantized(const Onnx__GraphProto *g)
+{
+	return not_quantized_in(g, NULL);
+}
+
+/* is name the name of a node of g or of its subgraphs, bare or with its
+ * scope ("If_0/then/conv1")? */
+static int has_node(const Onnx__GraphProto *g, const char *scope, const char *name)
+{
+	char lab[256];
+	int found = 0;
+	for (size_t k = 0; k < g->n_node && !found; k++) {
+		const Onnx__NodeProto *n = g->node[k];
+		found = n->name && !strcmp(n->name, name);
+		if (!found && scope) {
+			char *full = xasprintf("%s/%s", scope, node_label(n, lab, sizeof lab));
+			found = !strcmp(full, name);
+			free(full);
+		}
+		for (size_t a = 0; a < n->n_attribute && !found; a++)
+			if (n->attribute[a]->g) {
+				char *sub = qg_scope(scope, n, n->attribute[a]);
+				found = has_node(n->attribute[a]->g, sub, name);
+				free(sub);
+			}
+	}
+	return found;
 }
 
 int qc_check_lists(const Onnx__GraphProto *g, const QuantOpts *o, const char *const *supported,
@@ -45,10 +84,7 @@ int qc_check_lists(const Onnx__GraphProto *g, const QuantOpts *o, const char *co
 			return r;
 		}
 	for (size_t i = 0; i < o->exclude_nodes.n; i++) {
-		int found = 0;
-		for (size_t k = 0; k < g->n_node && !found; k++)
-			found = g->node[k]->name && !strcmp(g->node[k]->name, o->exclude_nodes.v[i]);
-		if (!found)
+		if (!has_node(g, NULL, o->exclude_nodes.v[i]))
 			return error("quantize.exclude-nodes: the model has no node named '%s'",
 				     (const char *)o->exclude_nodes.v[i]);
 	}
@@ -57,9 +93,20 @@ int qc_check_lists(const Onnx__GraphProto *g, const QuantOpts *o, const char *co
 
 const char *qc_excluded(const Onnx__NodeProto *n, const QuantOpts *o)
 {
-	for (size_t i = 0; i < o->exclude_nodes.n; i++)
-		if (n->name && !strcmp(n->name, o->exclude_nodes.v[i]))
-			return "excluded by quantize.exclude-nodes";
+	return qc_excluded_in(n, NULL, o);
+}
+
+const char *qc_excluded_in(const Onnx__NodeProto *n, const char *scope, const QuantOpts *o)
+{
+	char lab[256];
+	char *full = scope ? xasprintf("%s/%s", scope, node_label(n, lab, sizeof lab)) : NULL;
+	int hit = 0;
+	for (size_t i = 0; i < o->exclude_nodes.n && !hit; i++)
+		hit = (n->name && !strcmp(n->name, o->exclude_nodes.v[i])) ||
+		      (full && !strcmp(full, o->exclude_nodes.v[i]));
+	free(full);
+	if (hit)
+		return "excluded by quantize.exclude-nodes";
 	for (size_t i = 0; i < o->exclude_ops.n; i++)
 		if (!strcmp(n->op_type, o->exclude_ops.v[i]))
 			return "excluded by quantize.exclude-ops";
@@ -173,12 +220,20 @@ void qc_weight_free(QWeight *q)
 
 void qc_report_node(QuantReport *rep, const Onnx__NodeProto *n, const char *status, const char *reason)
 {
+	qc_report_node_in(rep, NULL, n, status, reason);
+}
+
+void qc_report_node_in(QuantReport *rep, const char *scope, const Onnx__NodeProto *n, const char *status,
+		       const char *reason)
+{
 	char lab[256];
 	StrBuf *sb = &rep->nodes;
 	if (sb->len)
 		sb_puts(sb, ",\n    ");
 	sb_puts(sb, "{\"name\": ");
-	sb_json_str(sb, node_label(n, lab, sizeof lab));
+	char *full = xasprintf("%s%s%s", scope ? scope : "", scope ? "/" : "", node_label(n, lab, sizeof lab));
+	sb_json_str(sb, full);
+	free(full);
 	sb_puts(sb, ", \"op\": ");
 	sb_json_str(sb, n->op_type);
 	sb_puts(sb, ", \"status\": ");

@@ -15,7 +15,13 @@
  * symmetric, so every channel shares the zero point 128 that ConvInteger
  * takes as a scalar (per tensor too, which measured no worse than
  * asymmetric uint8), and the per-channel scale is applied after, as
- * [1, M, 1, ...]. Needs opset >= 11 (DynamicQuantizeLinear). */
+ * [1, M, 1, ...]. Needs opset >= 11 (DynamicQuantizeLinear).
+ *
+ * If branches and Loop/Scan bodies are rewritten too, before the node that
+ * holds them: a weight of an enclosing graph is quantized once in that
+ * graph (both branches share it), the DynamicQuantizeLinear of an outer
+ * activation goes in the graph that defines it, and new node and tensor
+ * names in a body carry its scope ("If_0/then/fc"). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +30,13 @@
 
 const char *const quant_dynamic_ops[] = {"Conv", "Gemm", "MatMul", NULL};
 
-typedef struct DCtx {
+typedef struct DCtx DCtx;
+struct DCtx {
+	DCtx *parent;              /* the enclosing graph's (NULL: main graph) */
+	const char *scope;         /* "If_0/then" (NULL: main graph) */
+	size_t *nq;                /* nodes quantized, over all scopes */
+	PtrVec *drop;              /* pairs (graph, name) of float initializers
+				    * a rewrite stopped reading, over all scopes */
 	Model *m;
 	Onnx__GraphProto *g;
 	const QuantOpts *o;
@@ -32,11 +44,60 @@ typedef struct DCtx {
 	Onnx__NodeProto **nodes;   /* the new node list */
 	size_t nn;
 	PtrVec dql;                /* activations with a DynamicQuantizeLinear */
-} DCtx;
+	PtrVec wkey;               /* weights quantized in this scope ... */
+	QWeight *wq;               /* ... and their parameters */
+};
+
+/* the scope (c or an enclosing one) whose initializer a read of name in c
+ * resolves to, or NULL: a nearer definition hides outer initializers */
+static DCtx *init_scope(DCtx *c, const char *name)
+{
+	for (; c; c = c->parent) {
+		if (qg_init(c->g, name))
+			return c;
+		if (qg_defines(c->g, name))
+			return NULL;
+	}
+	return NULL;
+}
+
+/* weight src (an initializer of scope c, or its transpose), quantized once
+ * per key in c: two readers (both branches of an If, say) share it */
+static int dyn_weight(DCtx *c, const char *key, const Onnx__TensorProto *src, int dtype, int symmetric, int axis,
+		      const QWeight **out)
+{
+	for (size_t i = 0; i < c->wkey.n; i++)
+		if (!strcmp(c->wkey.v[i], key)) {
+			*out = &c->wq[i];
+			return 0;
+		}
+	QWeight q;
+	if (qc_quant_weight(c->m, c->g, src, dtype, symmetric, c->o->reduce_range, axis, &q) < 0)
+		return -1;
+	c->wq = xreallocarray(c->wq, c->wkey.n + 1, sizeof *c->wq);
+	c->wq[c->wkey.n] = q;
+	*out = &c->wq[c->wkey.n];
+	pv_push(&c->wkey, xstrdup(key));
+	return 0;
+}
+
+/* initializer name of g is no longer read by the rewritten node */
+static void dyn_drop(DCtx *c, Onnx__GraphProto *g, const char *name)
+{
+	pv_push(c->drop, g);
+	pv_push(c->drop, xstrdup(name));
+}
 
 /* the DynamicQuantizeLinear of activation a (placed before its first use) */
 static void dyn_quant(DCtx *c, const char *a, char **q, char **s, char **z)
 {
+	/* an outer value read in a body is quantized once, in its scope
+	 * (whose node list ends just before the node holding the body) */
+	for (DCtx *o = c; o; o = o->parent)
+		if (qg_defines(o->g, a)) {
+			c = o;
+			break;
+		}
 	*q = xasprintf("%s_quantized", a);
 	*s = xasprintf("%s_scale", a);
 	*z = xasprintf("%s_zero_point", a);
@@ -78,16 +139,19 @@ static void dyn_tail(DCtx *c, const char *base, const char *yint, const char *as
 	free(n4);
 }
 
-static char *base_name(const Onnx__NodeProto *n)
+/* the base of new names: the node's name, in a body with its scope */
+static char *base_name(const DCtx *c, const Onnx__NodeProto *n)
 {
-	return xstrdup(n->name && *n->name ? n->name : n->output[0]);
+	const char *b = n->name && *n->name ? n->name : n->output[0];
+	return c->scope ? xasprintf("%s/%s", c->scope, b) : xstrdup(b);
 }
 
 /* MatMul or Gemm; 1 done, 0 skipped (*why set), -1 error */
 static int dyn_matmul(DCtx *c, Onnx__NodeProto *n, const char **why)
 {
 	const char *a = node_input(n, 0), *w = node_input(n, 1), *bias = NULL;
-	Onnx__TensorProto *wp = w ? qg_init(c->g, w) : NULL;
+	DCtx *wc = w ? init_scope(c, w) : NULL;
+	Onnx__TensorProto *wp = wc ? qg_init(wc->g, w) : NULL;
 	if (!a || !wp || wp->data_type != DT_FLOAT || wp->n_dims != 2) {
 		*why = "its weight (input 1) is not a 2-D float initializer";
 		return 0;
@@ -129,86 +193,100 @@ static int dyn_matmul(DCtx *c, Onnx__NodeProto *n, const char **why)
 		src = tmp;
 	}
 	int wt = c->o->weight_type;
-	QWeight q;
-	int r = qc_quant_weight(c->m, c->g, src, wt, wt == DT_INT8, c->o->reduce_range, c->o->per_channel ? 1 : -1, &q);
+	const QWeight *q;
+	char *key = xasprintf("%s%s", w, transb ? "_transposed" : "");
+	size_t had = wc->wkey.n;
+	int r = dyn_weight(wc, key, src, wt, wt == DT_INT8, c->o->per_channel ? 1 : -1, &q);
+	free(key);
 	if (tmp)
 		onnx__tensor_proto__free_unpacked(tmp, NULL);
 	if (r < 0)
 		return -1;
-	qc_report_tensor(c->rep, w, wt, q.nch, q.scales, q.zps, q.axis);
+	if (wc->wkey.n > had)
+		qc_report_tensor(c->rep, w, wt, q->nch, q->scales, q->zps, q->axis);
 	char *aq, *as, *az;
 	dyn_quant(c, a, &aq, &as, &az);
-	char *base = base_name(n);
+	char *base = base_name(c, n);
 	char *yint = xasprintf("%s_output_int32", base), *nm = xasprintf("%s_MatMulInteger", base);
-	const char *in[] = {aq, q.qname, az, q.zname};
+	const char *in[] = {aq, q->qname, az, q->zname};
 	qg_push(&c->nodes, &c->nn, qg_node("MatMulInteger", nm, 4, in, 1, (const char *const *)&yint));
-	dyn_tail(c, base, yint, as, q.sname, bias, n->output[0]);
+	dyn_tail(c, base, yint, as, q->sname, bias, n->output[0]);
+	dyn_drop(c, wc->g, w);
 	free(aq);
 	free(as);
 	free(az);
 	free(base);
 	free(yint);
 	free(nm);
-	qc_weight_free(&q);
 	return 1;
 }
 
 static int dyn_conv(DCtx *c, Onnx__NodeProto *n, const char **why)
 {
 	const char *x = node_input(n, 0), *w = node_input(n, 1), *b = node_input(n, 2);
-	Onnx__TensorProto *wp = w ? qg_init(c->g, w) : NULL;
+	DCtx *wc = w ? init_scope(c, w) : NULL, *bc = b ? init_scope(c, b) : NULL;
+	Onnx__TensorProto *wp = wc ? qg_init(wc->g, w) : NULL, *bp = bc ? qg_init(bc->g, b) : NULL;
 	if (!x || !wp || wp->data_type != DT_FLOAT || wp->n_dims < 3) {
 		*why = "its weight (input 1) is not a float initializer";
 		return 0;
 	}
-	if (b && (!qg_init(c->g, b) || qg_init(c->g, b)->data_type != DT_FLOAT)) {
+	if (b && (!bp || bp->data_type != DT_FLOAT)) {
 		*why = "its bias (input 2) is not a float initializer";
 		return 0;
 	}
+	Tensor bt = {0};
+	if (b && tensor_from_proto(c->m, bp, &bt) < 0)
+		return -1;
 	/* uint8 weights: ConvInteger's only weight type in onnxruntime */
 	int pc = c->o->per_channel;
-	QWeight q;
-	if (qc_quant_weight(c->m, c->g, wp, DT_UINT8, 1, c->o->reduce_range, pc ? 0 : -1, &q) < 0)
+	const QWeight *q;
+	size_t had = wc->wkey.n;
+	char *key = xasprintf("%s (ConvInteger)", w);
+	int r = dyn_weight(wc, key, wp, DT_UINT8, 1, pc ? 0 : -1, &q);
+	free(key);
+	if (r < 0) {
+		tensor_free(&bt);
 		return -1;
-	qc_report_tensor(c->rep, w, DT_UINT8, q.nch, q.scales, q.zps, q.axis);
+	}
+	if (wc->wkey.n > had)
+		qc_report_tensor(c->rep, w, DT_UINT8, q->nch, q->scales, q->zps, q->axis);
 	int64_t rank = (int64_t)wp->n_dims;
-	char *base = base_name(n);
-	const char *zname = q.zname;
-	char *zscalar = NULL, *wscale = xstrdup(q.sname), *bname = NULL;
+	char *base = base_name(c, n);
+	char *zname = xstrdup(q->zname), *wscale = xstrdup(q->sname), *bname = NULL;
 	if (pc) {
 		/* every channel's zero point is 128: one scalar for ConvInteger,
-		 * scales shaped [1, M, 1, ...] for the product after */
-		uint8_t z = (uint8_t)q.zps[0];
-		zscalar = xasprintf("%s_zero_point_scalar", w);
-		qg_add_values(c->g, zscalar, DT_UINT8, 0, NULL, &z);
-		zname = zscalar;
+		 * scales shaped [1, M, 1, ...] for the product after (made once
+		 * per weight, beside it) */
+		uint8_t z = (uint8_t)q->zps[0];
+		free(zname);
+		zname = xasprintf("%s_zero_point_scalar", w);
+		if (!qg_init(wc->g, zname))
+			qg_add_values(wc->g, zname, DT_UINT8, 0, NULL, &z);
 		free(wscale);
 		wscale = xasprintf("%s_scale_bcast", w);
 		int64_t d[QM_MAX_RANK];
 		for (int64_t k = 0; k < rank; k++)
-			d[k] = k == 1 ? q.nch : 1;
-		qg_add_values(c->g, wscale, DT_FLOAT, (int)rank, d, q.scales);
+			d[k] = k == 1 ? q->nch : 1;
+		if (!qg_init(wc->g, wscale))
+			qg_add_values(wc->g, wscale, DT_FLOAT, (int)rank, d, q->scales);
+		/* replaced by the scalar zero point and the broadcast scales */
+		dyn_drop(c, wc->g, q->sname);
+		dyn_drop(c, wc->g, q->zname);
 	}
 	if (b) {
-		Tensor bt = {0};
-		if (tensor_from_proto(c->m, qg_init(c->g, b), &bt) < 0) {
-			qc_weight_free(&q);
-			free(base);
-			free(zscalar);
-			free(wscale);
-			return -1;
-		}
 		int64_t d[QM_MAX_RANK];
 		for (int64_t k = 0; k < rank; k++)
 			d[k] = k == 1 ? bt.numel : 1;
 		bname = xasprintf("%s_bcast", b);
-		qg_add_values(c->g, bname, DT_FLOAT, (int)rank, d, bt.data);
+		if (!qg_init(bc->g, bname))
+			qg_add_values(bc->g, bname, DT_FLOAT, (int)rank, d, bt.data);
 		tensor_free(&bt);
+		dyn_drop(c, bc->g, b);
 	}
 	char *xq, *xs, *xz;
 	dyn_quant(c, x, &xq, &xs, &xz);
 	char *yint = xasprintf("%s_output_int32", base), *nm = xasprintf("%s_ConvInteger", base);
-	const char *in[] = {xq, q.qname, xz, zname};
+	const char *in[] = {xq, q->qname, xz, zname};
 	Onnx__NodeProto *ci = qg_node("ConvInteger", nm, 4, in, 1, (const char *const *)&yint);
 	/* the attributes move over (the float node goes) */
 	for (size_t k = 0; k < n->n_attribute; k++)
@@ -218,22 +296,116 @@ static int dyn_conv(DCtx *c, Onnx__NodeProto *n, const char **why)
 	n->n_attribute = 0;
 	qg_push(&c->nodes, &c->nn, ci);
 	dyn_tail(c, base, yint, xs, wscale, bname, n->output[0]);
-	if (pc) {
-		/* replaced by the scalar zero point and the broadcast scales */
-		qg_drop_unused_init(c->g, q.sname);
-		qg_drop_unused_init(c->g, q.zname);
-	}
+	dyn_drop(c, wc->g, w);
 	free(xq);
 	free(xs);
 	free(xz);
 	free(yint);
 	free(nm);
 	free(base);
-	free(zscalar);
+	free(zname);
 	free(wscale);
 	free(bname);
-	qc_weight_free(&q);
 	return 1;
+}
+
+static void dctx_free(DCtx *c)
+{
+	for (size_t i = 0; i < c->dql.n; i++)
+		free(c->dql.v[i]);
+	pv_free(&c->dql);
+	for (size_t i = 0; i < c->wkey.n; i++) {
+		free(c->wkey.v[i]);
+		qc_weight_free(&c->wq[i]);
+	}
+	pv_free(&c->wkey);
+	free(c->wq);
+}
+
+static int dyn_graph(DCtx *c);
+
+/* the bodies of node n (If branches, Loop and Scan bodies), each with a
+ * context of its own whose parent is c */
+static int dyn_bodies(DCtx *c, Onnx__NodeProto *n)
+{
+	int r = 0;
+	for (size_t a = 0; a < n->n_attribute && r == 0; a++) {
+		Onnx__GraphProto *b = n->attribute[a]->g;
+		if (!b)
+			continue;
+		char *scope = qg_scope(c->scope, n, n->attribute[a]);
+		DCtx s = {.parent = c, .scope = scope, .nq = c->nq, .drop = c->drop, .m = c->m, .g = b, .o = c->o,
+			  .rep = c->rep};
+		r = dyn_graph(&s);
+		dctx_free(&s);
+		free(scope);
+	}
+	return r;
+}
+
+/* rewrite c->g; a node holding subgraphs has them rewritten first, so
+ * the DynamicQuantizeLinear of an outer value they read lands before it */
+static int dyn_graph(DCtx *c)
+{
+	Onnx__GraphProto *g = c->g;
+	const QuantOpts *o = c->o;
+	size_t norig = g->n_node;
+	Onnx__NodeProto **orig = xcalloc(norig ? norig : 1, sizeof *orig);
+	memcpy(orig, g->node, norig * sizeof *orig);
+	int *gone = xcalloc(norig ? norig : 1, sizeof *gone);
+	int r = 0;
+	char lab[256];
+	for (size_t i = 0; i < norig && r == 0; i++) {
+		Onnx__NodeProto *n = orig[i];
+		const char *ex = qc_excluded_in(n, c->scope, o), *why = NULL;
+		char *own = NULL;
+		int q = 0;
+		if (!qc_in_list(quant_dynamic_ops, n->op_type)) {
+			own = xasprintf("no dynamic quantization for %s", n->op_type);
+			why = own;
+		} else if (ex) {
+			why = ex;
+		} else {
+			q = !strcmp(n->op_type, "Conv") ? dyn_conv(c, n, &why) : dyn_matmul(c, n, &why);
+			if (q < 0)
+				r = error_prefix("node '%s%s%s'", c->scope ? c->scope : "", c->scope ? "/" : "",
+						 node_label(n, lab, sizeof lab));
+		}
+		if (q == 1) {
+			gone[i] = 1;
+			(*c->nq)++;
+			qc_report_node_in(c->rep, c->scope, n, "quantized", !strcmp(n->op_type, "Conv") ?
+					  "ConvInteger with uint8 weights (the only ConvInteger onnxruntime runs)" : NULL);
+		} else if (q == 0) {
+			qc_report_node_in(c->rep, c->scope, n, "skipped", why);
+			r = dyn_bodies(c, n);
+			qg_push(&c->nodes, &c->nn, n);
+		}
+		free(own);
+	}
+	if (r == 0) {
+		free(g->node);
+		g->node = c->nodes;
+		g->n_node = c->nn;
+		c->nodes = NULL;
+		for (size_t i = 0; i < norig; i++)
+			if (gone[i])
+				onnx__node_proto__free_unpacked(orig[i], NULL);
+	} else {
+		/* leave the graph as it was: drop only the new nodes */
+		for (size_t i = 0; i < c->nn; i++) {
+			int old = 0;
+			for (size_t k = 0; k < norig && !old; k++)
+				old = c->nodes[i] == orig[k];
+			if (!old)
+				onnx__node_proto__free_unpacked(c->nodes[i], NULL);
+		}
+		free(c->nodes);
+		c->nodes = NULL;
+	}
+	free(orig);
+	free(gone);
+	return r;
 }
 
 int quant_dynamic(Model *m, const QuantOpts *o, QuantReport *rep)
@@ -245,73 +417,20 @@ int quant_dynamic(Model *m, const QuantOpts *o, QuantReport *rep)
 	if (opset < 11)
 		return error("dynamic quantization needs opset >= 11 (DynamicQuantizeLinear); the model imports opset %lld",
 			     (long long)opset);
-	DCtx c = {.m = m, .g = g, .o = o, .rep = rep};
-	size_t norig = g->n_node, nq = 0;
-	Onnx__NodeProto **orig = xcalloc(norig ? norig : 1, sizeof *orig);
-	memcpy(orig, g->node, norig * sizeof *orig);
-	int *gone = xcalloc(norig ? norig : 1, sizeof *gone);
-	int r = 0;
-	char lab[256];
-	for (size_t i = 0; i < norig && r == 0; i++) {
-		Onnx__NodeProto *n = orig[i];
-		const char *ex = qc_excluded(n, o), *why = NULL;
-		char *own = NULL;
-		int q = 0;
-		if (!qc_in_list(quant_dynamic_ops, n->op_type)) {
-			own = xasprintf("no dynamic quantization for %s", n->op_type);
-			why = own;
-		} else if (ex) {
-			why = ex;
-		} else {
-			q = !strcmp(n->op_type, "Conv") ? dyn_conv(&c, n, &why) : dyn_matmul(&c, n, &why);
-			if (q < 0)
-				r = error_prefix("node '%s'", node_label(n, lab, sizeof lab));
-		}
-		if (q == 1) {
-			gone[i] = 1;
-			nq++;
-			qc_report_node(rep, n, "quantized", !strcmp(n->op_type, "Conv") ?
-				       "ConvInteger with uint8 weights (the only ConvInteger onnxruntime runs)" : NULL);
-		} else if (q == 0) {
-			qg_push(&c.nodes, &c.nn, n);
-			qc_report_node(rep, n, "skipped", why);
-		}
-		free(own);
-	}
+	size_t nq = 0, norig = g->n_node;
+	PtrVec drop = {0};
+	DCtx c = {.nq = &nq, .drop = &drop, .m = m, .g = g, .o = o, .rep = rep};
+	int r = dyn_graph(&c);
 	if (r == 0 && nq == 0)
 		r = error("nothing to quantize: the model has no MatMul, Gemm or Conv with a float initializer weight that dynamic quantization could take (%zu nodes)",
 			  norig);
-	if (r == 0) {
-		free(g->node);
-		g->node = c.nodes;
-		g->n_node = c.nn;
-		c.nodes = NULL;
-		for (size_t i = 0; i < norig; i++)
-			if (gone[i]) {
-				char *w = xstrdup(orig[i]->input[1]);
-				char *b = node_input(orig[i], 2) ? xstrdup(orig[i]->input[2]) : NULL;
-				onnx__node_proto__free_unpacked(orig[i], NULL);
-				qg_drop_unused_init(g, w);
-				if (b && !qg_has_consumer(g, b, NULL))
-					qg_drop_unused_init(g, b);
-				free(w);
-				free(b);
-			}
-	} else {
-		/* leave the graph as it was: drop only the new nodes */
-		for (size_t i = 0; i < c.nn; i++) {
-			int old = 0;
-			for (size_t k = 0; k < norig && !old; k++)
-				old = c.nodes[i] == orig[k];
-			if (!old)
-				onnx__node_proto__free_unpacked(c.nodes[i], NULL);
-		}
-		free(c.nodes);
+	/* float weights and biases no node reads any more go, in their scope */
+	for (size_t i = 0; i + 1 < drop.n; i += 2) {
+		if (r == 0)
+			qg_drop_unused_init(drop.v[i], drop.v[i + 1]);
+		free(drop.v[i + 1]);
 	}
-	for (size_t i = 0; i < c.dql.n; i++)
-		free(c.dql.v[i]);
-	pv_free(&c.dql);
-	free(orig);
-	free(gone);
+	pv_free(&drop);
+	dctx_free(&c);
 	return r;
 }

@@ -1,6 +1,8 @@
 /* graph.c — graph-editing helpers (see graph.h). */
 #include "quant/graph.h"
 
+#include "onnx/node.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +146,42 @@ static int read_anywhere(const Onnx__GraphProto *g, const char *name)
 					return 1;
 		}
 	return 0;
+}
+
+int qg_read_in_subgraphs(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_attribute; k++) {
+			const Onnx__AttributeProto *a = g->node[i]->attribute[k];
+			if (a->g && read_anywhere(a->g, name))
+				return 1;
+			for (size_t j = 0; j < a->n_graphs; j++)
+				if (read_anywhere(a->graphs[j], name))
+					return 1;
+		}
+	return 0;
+}
+
+int qg_defines(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_input; i++)
+		if (g->input[i]->name && !strcmp(g->input[i]->name, name))
+			return 1;
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_output; k++)
+			if (!strcmp(g->node[i]->output[k], name))
+				return 1;
+	return 0;
+}
+
+char *qg_scope(const char *outer, const Onnx__NodeProto *n, const Onnx__AttributeProto *a)
+{
+	char lab[256];
+	const char *an = a->name ? a->name : "";
+	size_t len = strlen(an);
+	int branch = len > 7 && !strcmp(an + len - 7, "_branch");
+	return xasprintf("%s%s%s/%.*s", outer ? outer : "", outer ? "/" : "", node_label(n, lab, sizeof lab),
+			 (int)(branch ? len - 7 : len), an);
 }
 
 void qg_drop_unused_init(Onnx__GraphProto *g, const char *name)

@@ -37,6 +37,14 @@ void qg_add_values(Onnx__GraphProto *g, const char *name, int dtype, int rank, c
 int qg_is_output(const Onnx__GraphProto *g, const char *name);
 /* does any node of the main graph read name? (except node skip) */
 int qg_has_consumer(const Onnx__GraphProto *g, const char *name, const Onnx__NodeProto *skip);
+/* does a node of a subgraph of g's nodes (at any depth) read name? */
+int qg_read_in_subgraphs(const Onnx__GraphProto *g, const char *name);
+/* does g itself define name (a graph input or a node output)? */
+int qg_defines(const Onnx__GraphProto *g, const char *name);
+/* the scope of subgraph attribute a of node n in scope outer (NULL: the main
+ * graph), for names in reports: "If_0/then", "outer/Loop_3/body"
+ * (malloc'd; then_branch and else_branch shorten to then and else) */
+char *qg_scope(const char *outer, const Onnx__NodeProto *n, const Onnx__AttributeProto *a);
 /* remove initializer name when no node reads it, in g or in any subgraph
  * (If/Loop/Scan bodies see the outer scope), and it is no graph output */
 void qg_drop_unused_init(Onnx__GraphProto *g, const char *name);

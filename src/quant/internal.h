@@ -17,14 +17,19 @@ typedef struct QWeight {
 	int dtype;
 } QWeight;
 
-/* -1 with error() when the model already holds quantized operators */
+/* -1 with error() when the model already holds quantized operators (in
+ * the main graph or any subgraph) */
 int qc_check_not_quantized(const Onnx__GraphProto *g);
 /* -1 with error() when an exclude-nodes name is not a node of the graph or
+ * of a subgraph (bare, or "If_0/then/name") or
  * an ops entry is not in supported (what names the mode) */
 int qc_check_lists(const Onnx__GraphProto *g, const QuantOpts *o, const char *const *supported,
 		   const char *what);
 /* NULL when the node may be quantized, else why not (the user excluded it) */
 const char *qc_excluded(const Onnx__NodeProto *n, const QuantOpts *o);
+/* the same for node n of subgraph scope (qg_scope; NULL: the main graph):
+ * an exclude-nodes entry names it bare or as "scope/name" */
+const char *qc_excluded_in(const Onnx__NodeProto *n, const char *scope, const QuantOpts *o);
 /* is op in the NULL-terminated list? */
 int qc_in_list(const char *const *list, const char *op);
 
@@ -39,6 +44,9 @@ void qc_add_zp(Onnx__GraphProto *g, const char *name, int dtype, int rank, const
 	       const int32_t *zps, int64_t n);
 
 void qc_report_node(QuantReport *rep, const Onnx__NodeProto *n, const char *status, const char *reason);
+/* the same for node n of subgraph scope: named "scope/name" in quant.json */
+void qc_report_node_in(QuantReport *rep, const char *scope, const Onnx__NodeProto *n, const char *status,
+		       const char *reason);
 void qc_report_tensor(QuantReport *rep, const char *name, int dtype, int64_t n, const float *scales,
 		      const int32_t *zps, int axis);
 

@@ -1,6 +1,15 @@
 /* qdq.c — static quantization in QDQ form (see quantize.h).
  *
- * The rewrite runs in four steps over the main graph:
+ * The rewrite runs in four steps over each graph, the main graph and the
+ * subgraphs of its nodes (If branches, Loop and Scan bodies; one Ctx per
+ * graph, whose parent is the enclosing graph's), a body after step 3 of
+ * the graph holding it. A body reads outer names: an outer float
+ * initializer is quantized once in the graph that holds it and each graph
+ * reading it gets its own DequantizeLinear; an outer activation gets a
+ * Q/DQ pair at the start of the body (onnxruntime's QDQ transformers want
+ * a DequantizeLinear in the graph of the node it feeds), its new names
+ * prefixed with the scope ("If_0/then/x_scale"). A body calibration never
+ * ran (no statistics) stays float. The steps:
  *   1. choose the nodes to quantize (supported op type, not excluded);
  *   2. fold Relu/Clip into a quantized producer: the producer's output takes
  *      the Relu/Clip output's name (so its calibrated range, which starts at
@@ -49,6 +58,26 @@ static int quant_input(const char *op, size_t i)
 	return i == 0;
 }
 
+/* ops that only move or select values; sorted */
+static const char *const movers[] = {
+	"DepthToSpace", "Flatten", "Gather", "GatherElements", "MaxPool", "Pad", "Reshape", "Resize", "Slice",
+	"SpaceToDepth", "Split", "Squeeze", "Transpose", "Unsqueeze", NULL,
+};
+
+/* is an output of mover n read inside a subgraph of g? onnxruntime's QDQ
+ * propagation moves the DequantizeLinear before such a node past it and
+ * aborts (1.2x: vector index assertion) when the reader is a subgraph's
+ * implicit input, so the node stays float */
+static int mover_feeds_subgraph(const Onnx__GraphProto *g, const Onnx__NodeProto *n)
+{
+	if (!qc_in_list(movers, n->op_type))
+		return 0;
+	for (size_t k = 0; k < n->n_output; k++)
+		if (*n->output[k] && qg_read_in_subgraphs(g, n->output[k]))
+			return 1;
+	return 0;
+}
+
 static int is_weight_op(const char *op)
 {
 	return !strcmp(op, "Conv") || !strcmp(op, "ConvTranspose") || !strcmp(op, "Gemm") ||
@@ -57,12 +86,19 @@ static int is_weight_op(const char *op)
 
 typedef struct Act {
 	char *name;
+	char *base;        /* of new names: name, or scope/name for an outer value */
 	char *dq;          /* T_DequantizeLinear_Output */
 	QParams p;
 	int done;          /* its Q/DQ nodes were placed */
 } Act;
 
-typedef struct Ctx {
+typedef struct Ctx Ctx;
+struct Ctx {
+	Ctx *parent;             /* the enclosing graph's (NULL: main graph) */
+	const char *scope;       /* "If_0/then" (NULL: main graph) */
+	size_t *nq;              /* nodes quantized, over all scopes */
+	StrBuf *why;             /* up to three reasons nothing was */
+	size_t *nwhy;
 	Model *m;
 	const char *qdomain;     /* domain of 16-bit activation Q/DQ nodes */
 	Onnx__GraphProto *g;
@@ -77,13 +113,34 @@ typedef struct Ctx {
 	struct MatMulOut {       /* quantized MatMuls: output, input scale, weight */
 		const Onnx__NodeProto *node;
 		float in_scale;
-		size_t w;            /* index into wq */
+		Ctx *wc;             /* the scope holding the weight */
+		size_t w;            /* index into wc->wq */
 	} *mm;
 	size_t nmm;
-	PtrVec wdone;            /* weight names already quantized ... */
-	PtrVec wdq;              /* ... and their DequantizeLinear outputs */
-	QWeight *wq;             /* ... and parameters (parallel to wdone) */
-} Ctx;
+	PtrVec wdone;            /* initializers of this scope quantized ... */
+	QWeight *wq;             /* ... and their parameters (parallel) */
+	PtrVec dqname;           /* weights with a DequantizeLinear here ... */
+	PtrVec dqout;            /* ... and its output (parallel) */
+};
+
+/* the scope (c or an enclosing one) whose initializer a read of name in c
+ * resolves to, or NULL: a nearer definition hides outer initializers */
+static Ctx *init_scope(Ctx *c, const char *name)
+{
+	for (; c; c = c->parent) {
+		if (qg_init(c->g, name))
+			return c;
+		if (qg_defines(c->g, name))
+			return NULL;
+	}
+	return NULL;
+}
+
+static const Onnx__TensorProto *init_of(Ctx *c, const char *name)
+{
+	Ctx *o = init_scope(c, name);
+	return o ? qg_init(o->g, name) : NULL;
+}
 
 static Onnx__NodeProto *producer(const Onnx__GraphProto *g, const char *name)
 {
@@ -106,6 +163,9 @@ static Act *act_find(Ctx *c, const char *name)
  * statistics; NULL without statistics (not a float32 tensor) */
 static Act *act_get(Ctx *c, const char *name)
 {
+	/* an outer value read in a body gets a pair of its own at the start
+	 * of the body: onnxruntime wants a DequantizeLinear and the node it
+	 * feeds in one graph (its QDQ transformers abort on implicit inputs) */
 	Act *a = act_find(c, name);
 	if (a)
 		return a;
@@ -118,7 +178,8 @@ static Act *act_get(Ctx *c, const char *name)
 	a = &c->acts[c->nacts++];
 	memset(a, 0, sizeof *a);
 	a->name = xstrdup(name);
-	a->dq = xasprintf("%s_DequantizeLinear_Output", name);
+	a->base = !c->scope || qg_defines(c->g, name) ? xstrdup(name) : xasprintf("%s/%s", c->scope, name);
+	a->dq = xasprintf("%s_DequantizeLinear_Output", a->base);
 	a->p = qparams_compute(lo, hi, c->o->act_type, c->o->act_symmetric, 0);
 	qc_report_tensor(c->rep, name, a->p.dtype, 1, &a->p.scale, &a->p.zero_point, -1);
 	return a;
@@ -136,9 +197,9 @@ static void set_domain(Ctx *c, Onnx__NodeProto *n, int dtype)
 /* the Q/DQ pair of activation a, appended to nodes */
 static void place_pair(Ctx *c, Act *a, Onnx__NodeProto ***nodes, size_t *n)
 {
-	char *sname = xasprintf("%s_scale", a->name), *zname = xasprintf("%s_zero_point", a->name);
-	char *qout = xasprintf("%s_QuantizeLinear_Output", a->name);
-	char *qn = xasprintf("%s_QuantizeLinear", a->name), *dqn = xasprintf("%s_DequantizeLinear", a->name);
+	char *sname = xasprintf("%s_scale", a->base), *zname = xasprintf("%s_zero_point", a->base);
+	char *qout = xasprintf("%s_QuantizeLinear_Output", a->base);
+	char *qn = xasprintf("%s_QuantizeLinear", a->base), *dqn = xasprintf("%s_DequantizeLinear", a->base);
 	qg_add_scalar_f(c->g, sname, a->p.scale);
 	qc_add_zp(c->g, zname, a->p.dtype, 0, NULL, &a->p.zero_point, 1);
 	const char *qin[] = {a->name, sname, zname}, *dqin[] = {qout, sname, zname};
@@ -169,30 +230,53 @@ static void push_dq(Ctx *c, const char *base, const char *qname, const char *sna
 	free(nm);
 }
 
+/* the DequantizeLinear output of initializer name, quantized in scope o
+ * as o->wq[k], for scope c: one DequantizeLinear per weight and scope (the
+ * quantized initializer is shared; the DequantizeLinear sits in the graph
+ * of the nodes it feeds) */
+static const char *weight_dq(Ctx *c, Ctx *o, size_t k, const char *name)
+{
+	for (size_t i = 0; i < c->dqname.n; i++)
+		if (!strcmp(c->dqname.v[i], name))
+			return c->dqout.v[i];
+	const QWeight *q = &o->wq[k];
+	char *base = c == o ? xstrdup(name) : xasprintf("%s/%s", c->scope, name);
+	char *dqout = xasprintf("%s_DequantizeLinear_Output", base);
+	push_dq(c, base, q->qname, q->sname, q->zname, dqout, q->axis, q->dtype);
+	pv_push(&c->dqname, xstrdup(name));
+	pv_push(&c->dqout, dqout);
+	free(base);
+	return dqout;
+}
+
+/* initializer name of scope o quantized (once) into dtype; its index in
+ * o->wq, or -1 */
+static long long quant_init(Ctx *o, const char *name, int dtype, int symmetric, int reduce_range, int axis)
+{
+	for (size_t i = 0; i < o->wdone.n; i++)
+		if (!strcmp(o->wdone.v[i], name))
+			return (long long)i;
+	QWeight q;
+	if (qc_quant_weight(o->m, o->g, qg_init(o->g, name), dtype, symmetric, reduce_range, axis, &q) < 0)
+		return -1;
+	qc_report_tensor(o->rep, name, dtype, q.nch, q.scales, q.zps, axis);
+	o->wq = xreallocarray(o->wq, o->wdone.n + 1, sizeof *o->wq);
+	o->wq[o->wdone.n] = q;
+	pv_push(&o->wdone, xstrdup(name));
+	return (long long)o->wdone.n - 1;
+}
+
 /* weight input wi of node n: quantized once, shared by its consumers */
-static int quant_weight_input(Ctx *c, Onnx__NodeProto *n, size_t wi, int axis, QWeight **out)
+static int quant_weight_input(Ctx *c, Onnx__NodeProto *n, size_t wi, int axis, Ctx **wc, size_t *out)
 {
 	const char *name = n->input[wi];
-	for (size_t i = 0; i < c->wdone.n; i++)
-		if (!strcmp(c->wdone.v[i], name)) {
-			qg_set_input(n, wi, c->wdq.v[i]);
-			*out = &c->wq[i];
-			return 0;
-		}
-	const Onnx__TensorProto *w = qg_init(c->g, name);
+	Ctx *o = *wc = init_scope(c, name); /* the weight stays where it lives */
 	int wt = c->o->weight_type;
-	QWeight q;
-	if (qc_quant_weight(c->m, c->g, w, wt, wt == DT_INT8, c->o->reduce_range, axis, &q) < 0)
+	long long k = quant_init(o, name, wt, wt == DT_INT8, c->o->reduce_range, axis);
+	if (k < 0)
 		return -1;
-	char *dqout = xasprintf("%s_DequantizeLinear_Output", name);
-	push_dq(c, name, q.qname, q.sname, q.zname, dqout, axis, wt);
-	qc_report_tensor(c->rep, name, wt, q.nch, q.scales, q.zps, axis);
-	c->wq = xreallocarray(c->wq, c->wdone.n + 1, sizeof *c->wq);
-	c->wq[c->wdone.n] = q;
-	*out = &c->wq[c->wdone.n];
-	pv_push(&c->wdone, xstrdup(name));
-	pv_push(&c->wdq, dqout);
-	qg_set_input(n, wi, dqout);
+	*out = (size_t)k;
+	qg_set_input(n, wi, weight_dq(c, o, *out, name));
 	return 0;
 }
 
@@ -201,7 +285,8 @@ static int quant_weight_input(Ctx *c, Onnx__NodeProto *n, size_t wi, int axis, Q
 static int quant_bias(Ctx *c, Onnx__NodeProto *n, size_t bi, float in_scale, const QWeight *w)
 {
 	const char *name = n->input[bi];
-	const Onnx__TensorProto *bp = qg_init(c->g, name);
+	Ctx *o = init_scope(c, name);
+	const Onnx__TensorProto *bp = qg_init(o->g, name);
 	Tensor b = {0};
 	if (tensor_from_proto(c->m, bp, &b) < 0)
 		return -1;
@@ -221,7 +306,10 @@ static int quant_bias(Ctx *c, Onnx__NodeProto *n, size_t bi, float in_scale, con
 		double v = nearbyint((double)((float *)b.data)[i] / s);
 		q[i] = (int32_t)(v < -2147483647.0 ? -2147483647.0 : v > 2147483647.0 ? 2147483647.0 : v);
 	}
-	char *b1 = xasprintf("%s_quantized", name), *b2 = xasprintf("%s_scale", name), *b3 = xasprintf("%s_zero_point", name);
+	/* the int32 bias depends on the input scale: it goes in c's scope */
+	char *base = c == o ? xstrdup(name) : xasprintf("%s/%s", c->scope, name);
+	char *b1 = xasprintf("%s_quantized", base), *b2 = xasprintf("%s_scale", base), *b3 = xasprintf("%s_zero_point", base);
+	free(base);
 	char *qn = qg_unique_name(c->g, b1), *sn = qg_unique_name(c->g, b2), *zn = qg_unique_name(c->g, b3);
 	int axis = nch > 1 ? 0 : -1;
 	int prank = axis < 0 ? 0 : 1;
@@ -231,7 +319,7 @@ static int quant_bias(Ctx *c, Onnx__NodeProto *n, size_t bi, float in_scale, con
 	char *dqout = xasprintf("%s_DequantizeLinear_Output", qn);
 	push_dq(c, qn, qn, sn, zn, dqout, axis, DT_INT32);
 	qc_report_tensor(c->rep, name, DT_INT32, nch, scales, zps, axis);
-	pv_push(&c->biases, xstrdup(name));
+	pv_push(&o->biases, xstrdup(name));
 	qg_set_input(n, bi, dqout);
 	free(dqout);
 	free(b1);
@@ -252,28 +340,17 @@ static int quant_bias(Ctx *c, Onnx__NodeProto *n, size_t bi, float in_scale, con
 static int quant_const_input(Ctx *c, Onnx__NodeProto *n, size_t i)
 {
 	const char *name = n->input[i];
-	for (size_t k = 0; k < c->wdone.n; k++)
-		if (!strcmp(c->wdone.v[k], name)) {
-			qg_set_input(n, i, c->wdq.v[k]);
-			return 0;
-		}
-	QWeight q;
-	if (qc_quant_weight(c->m, c->g, qg_init(c->g, name), c->o->act_type, c->o->act_symmetric, 0, -1, &q) < 0)
+	Ctx *o = init_scope(c, name);
+	long long k = quant_init(o, name, c->o->act_type, c->o->act_symmetric, 0, -1);
+	if (k < 0)
 		return -1;
-	char *dqout = xasprintf("%s_DequantizeLinear_Output", name);
-	push_dq(c, name, q.qname, q.sname, q.zname, dqout, -1, c->o->act_type);
-	qc_report_tensor(c->rep, name, c->o->act_type, 1, q.scales, q.zps, -1);
-	c->wq = xreallocarray(c->wq, c->wdone.n + 1, sizeof *c->wq);
-	c->wq[c->wdone.n] = q;
-	pv_push(&c->wdone, xstrdup(name));
-	pv_push(&c->wdq, dqout);
-	qg_set_input(n, i, dqout);
+	qg_set_input(n, i, weight_dq(c, o, (size_t)k, name));
 	return 0;
 }
 
 static int is_float_init(Ctx *c, const char *name)
 {
-	const Onnx__TensorProto *t = qg_init(c->g, name);
+	const Onnx__TensorProto *t = init_of(c, name);
 	return t && t->data_type == DT_FLOAT;
 }
 
@@ -287,8 +364,9 @@ static int matmul_bias(Ctx *c, Onnx__NodeProto *n)
 		return 0;
 	for (size_t bi = 0; bi < 2; bi++) {
 		const char *x = n->input[1 - bi], *b = n->input[bi];
-		const Onnx__TensorProto *bp = qg_init(c->g, b);
-		if (!bp || bp->data_type != DT_FLOAT || bp->n_dims != 1 || qg_init(c->g, x) || qg_is_output(c->g, x))
+		const Onnx__TensorProto *bp = init_of(c, b);
+		if (!bp || bp->data_type != DT_FLOAT || bp->n_dims != 1 || init_of(c, x) || qg_is_output(c->g, x) ||
+		    qg_read_in_subgraphs(c->g, x))
 			continue;
 		for (size_t k = 0; k < c->nmm; k++) {
 			const Onnx__NodeProto *mm = c->mm[k].node;
@@ -299,8 +377,8 @@ static int matmul_bias(Ctx *c, Onnx__NodeProto *n)
 				for (size_t j = 0; j < c->g->node[i]->n_input; j++)
 					if (c->g->node[i] != n && !strcmp(c->g->node[i]->input[j], x))
 						only = 0;
-			const QWeight *w = &c->wq[c->mm[k].w];
-			const Onnx__TensorProto *wp = qg_init(c->g, w->qname);
+			const QWeight *w = &c->mm[k].wc->wq[c->mm[k].w];
+			const Onnx__TensorProto *wp = qg_init(c->mm[k].wc->g, w->qname);
 			int64_t ncols = wp && wp->n_dims ? wp->dims[wp->n_dims - 1] : -1;
 			if (!only || bp->dims[0] != ncols)
 				return 0;
@@ -319,14 +397,15 @@ static int quant_node(Ctx *c, Onnx__NodeProto *n)
 	if (mb != 0)
 		return mb;
 	int any = 0;
-	Act *in0 = NULL;
+	int in0 = 0;        /* input 0 is a quantized activation ... */
+	float in0s = 0;     /* ... of this scale (act_get may move c->acts) */
 	for (size_t i = 0; i < n->n_input; i++) {
 		const char *name = node_input(n, i);
 		if (!name || !quant_input(op, i))
 			continue;
 		if (i == 1 && !strcmp(op, "MatMul") && is_float_init(c, name))
 			continue; /* the weight, below */
-		if (qg_init(c->g, name)) {
+		if (init_of(c, name)) {
 			if (is_float_init(c, name)) {
 				if (quant_const_input(c, n, i) < 0)
 					return -1;
@@ -337,8 +416,10 @@ static int quant_node(Ctx *c, Onnx__NodeProto *n)
 		Act *a = act_get(c, name);
 		if (!a)
 			continue;
-		if (i == 0)
-			in0 = a;
+		if (i == 0) {
+			in0 = 1;
+			in0s = a->p.scale;
+		}
 		qg_set_input(n, i, a->dq);
 		any = 1;
 	}
@@ -366,19 +447,20 @@ static int quant_node(Ctx *c, Onnx__NodeProto *n)
 				return -1;
 			axis = tb ? 0 : 1;
 		} else {
-			axis = (int)qg_init(c->g, w)->n_dims - 1;
+			axis = (int)init_of(c, w)->n_dims - 1;
 		}
 	}
-	QWeight *q;
-	if (quant_weight_input(c, n, 1, axis, &q) < 0)
+	Ctx *wc;
+	size_t wi;
+	if (quant_weight_input(c, n, 1, axis, &wc, &wi) < 0)
 		return -1;
 	if (!strcmp(op, "MatMul") && in0) {
 		c->mm = xreallocarray(c->mm, c->nmm + 1, sizeof *c->mm);
-		c->mm[c->nmm++] = (struct MatMulOut){n, in0->p.scale, (size_t)(q - c->wq)};
+		c->mm[c->nmm++] = (struct MatMulOut){n, in0s, wc, wi};
 	}
 	const char *b = node_input(n, 2);
 	if (b && strcmp(op, "MatMul") && is_float_init(c, b)) {
-		int r = in0 ? quant_bias(c, n, 2, in0->p.scale, q) : 1;
+		int r = in0 ? quant_bias(c, n, 2, in0s, &wc->wq[wi]) : 1;
 		if (r < 0 || (r == 1 && quant_const_input(c, n, 2) < 0))
 			return -1;
 	}
@@ -399,7 +481,8 @@ static Onnx__NodeProto *try_fold(Ctx *c, Onnx__NodeProto *r, const PtrVec *qn)
 {
 	Onnx__GraphProto *g = c->g;
 	const char *x = node_input(r, 0), *y = r->n_output ? r->output[0] : NULL;
-	if (!x || !y || qg_is_output(g, x) || qg_is_output(g, y) || !calib_find(c->stats, y))
+	if (!x || !y || qg_is_output(g, x) || qg_is_output(g, y) || !calib_find(c->stats, y) ||
+	    qg_read_in_subgraphs(g, x) || qg_read_in_subgraphs(g, y))
 		return NULL;
 	Onnx__NodeProto *p = producer(g, x);
 	if (!p || !is_marked(qn, p))
@@ -425,6 +508,7 @@ static void ctx_free(Ctx *c)
 {
 	for (size_t i = 0; i < c->nacts; i++) {
 		free(c->acts[i].name);
+		free(c->acts[i].base);
 		free(c->acts[i].dq);
 	}
 	free(c->acts);
@@ -433,38 +517,95 @@ static void ctx_free(Ctx *c)
 	free(c->pre);
 	for (size_t i = 0; i < c->wdone.n; i++) {
 		free(c->wdone.v[i]);
-		free(c->wdq.v[i]);
 		qc_weight_free(&c->wq[i]);
 	}
+	for (size_t i = 0; i < c->dqname.n; i++) {
+		free(c->dqname.v[i]);
+		free(c->dqout.v[i]);
+	}
+	pv_free(&c->dqname);
+	pv_free(&c->dqout);
 	pv_free(&c->wdone);
 	for (size_t i = 0; i < c->biases.n; i++)
 		free(c->biases.v[i]);
 	pv_free(&c->biases);
-	pv_free(&c->wdq);
 	free(c->wq);
 	free(c->mm);
 }
 
-int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep)
+/* did calibration run g? (a tensor g defines has statistics) */
+static int ran(const CalibStats *s, const Onnx__GraphProto *g)
 {
-	Onnx__GraphProto *g = m->proto->graph;
-	int64_t opset = model_opset(m->proto, "");
-	if (qc_check_not_quantized(g) < 0 || qc_check_lists(g, o, quant_static_ops, "static") < 0 ||
-	    qr_check(stats, o) < 0)
-		return -1;
-	if (opset < 10)
-		return error("static quantization needs opset >= 10 (QuantizeLinear); the model imports opset %lld",
-			     (long long)opset);
-	if (o->per_channel && opset < 13)
-		return error("quantize.per-channel needs opset >= 13 (DequantizeLinear with axis); the model imports opset %lld",
-			     (long long)opset);
-	Ctx c = {.m = m, .g = g, .stats = stats, .o = o, .rep = rep};
-	if ((o->act_type == DT_INT16 || o->act_type == DT_UINT16) && opset < 21) {
-		/* ONNX QuantizeLinear takes 16 bits from opset 21; raising the
-		 * model's opset would change other operators' semantics */
-		c.qdomain = "com.microsoft";
-		qg_import(m->proto, c.qdomain, 1);
+	for (size_t i = 0; i < g->n_input; i++)
+		if (g->input[i]->name && calib_find(s, g->input[i]->name))
+			return 1;
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_output; k++)
+			if (calib_find(s, g->node[i]->output[k]))
+				return 1;
+	return 0;
+}
+
+/* note why node n of c's scope stayed float, for "nothing to quantize"
+ * (up to three distinct reasons) */
+static void note_why(Ctx *c, const char *scope, const Onnx__NodeProto *n, const char *why)
+{
+	char lab[256];
+	if (*c->nwhy >= 3 || strstr(c->why->buf ? c->why->buf : "", why))
+		return;
+	sb_printf(c->why, "%s'%s%s%s': %s", *c->nwhy ? "; " : "", scope ? scope : "", scope ? "/" : "",
+		  node_label(n, lab, sizeof lab), why);
+	(*c->nwhy)++;
+}
+
+/* every node of g and of its subgraphs stays float for why */
+static void report_skipped(Ctx *c, const Onnx__GraphProto *g, const char *scope, const char *why)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		qc_report_node_in(c->rep, scope, n, "skipped", why);
+		note_why(c, scope, n, why);
+		for (size_t a = 0; a < n->n_attribute; a++)
+			if (n->attribute[a]->g) {
+				char *sub = qg_scope(scope, n, n->attribute[a]);
+				report_skipped(c, n->attribute[a]->g, sub, why);
+				free(sub);
+			}
 	}
+}
+
+static int quant_graph(Ctx *c);
+
+/* the bodies of node n (If branches, Loop and Scan bodies), each with a
+ * context of its own whose parent is c; a body calibration never ran
+ * (a branch never taken) stays float */
+static int quant_bodies(Ctx *c, Onnx__NodeProto *n)
+{
+	int r = 0;
+	for (size_t a = 0; a < n->n_attribute && r == 0; a++) {
+		Onnx__GraphProto *b = n->attribute[a]->g;
+		if (!b)
+			continue;
+		char *scope = qg_scope(c->scope, n, n->attribute[a]);
+		if (!ran(c->stats, b)) {
+			report_skipped(c, b, scope, "its subgraph never ran during calibration (a branch not taken): no statistics");
+		} else {
+			Ctx s = {.parent = c, .scope = scope, .nq = c->nq, .why = c->why, .nwhy = c->nwhy, .m = c->m,
+				 .qdomain = c->qdomain, .g = b, .stats = c->stats, .o = c->o, .rep = c->rep};
+			r = quant_graph(&s);
+			ctx_free(&s);
+		}
+		free(scope);
+	}
+	return r;
+}
+
+/* the four steps over c->g, then (before step 4, which places the Q/DQ
+ * pairs bodies asked of this scope) over the subgraphs of its nodes */
+static int quant_graph(Ctx *c)
+{
+	Onnx__GraphProto *g = c->g;
+	const QuantOpts *o = c->o;
 	size_t norig = g->n_node;
 	Onnx__NodeProto **orig = xcalloc(norig ? norig : 1, sizeof *orig);
 	char **status = xcalloc(norig ? norig : 1, sizeof *status);
@@ -477,13 +618,17 @@ int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, Quan
 	/* step 1 */
 	for (size_t i = 0; i < norig; i++) {
 		Onnx__NodeProto *n = orig[i];
-		const char *ex = qc_excluded(n, o);
+		const char *ex = qc_excluded_in(n, c->scope, o);
 		if (!qc_in_list(quant_static_ops, n->op_type)) {
 			status[i] = "skipped";
 			why[i] = xasprintf("no static quantization for %s", n->op_type);
 		} else if (ex) {
 			status[i] = "skipped";
 			why[i] = xstrdup(ex);
+		} else if (mover_feeds_subgraph(g, n)) {
+			status[i] = "skipped";
+			why[i] = xasprintf("kept in float: its output is read inside a subgraph, where onnxruntime cannot move Q/DQ past a %s",
+					   n->op_type);
 		} else if (strcmp(n->op_type, "Relu") && strcmp(n->op_type, "Clip")) {
 			pv_push(&qn, n);
 		}
@@ -493,7 +638,7 @@ int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, Quan
 		Onnx__NodeProto *n = orig[i];
 		if (status[i] || is_marked(&qn, n))
 			continue;
-		Onnx__NodeProto *p = try_fold(&c, n, &qn);
+		Onnx__NodeProto *p = try_fold(c, n, &qn);
 		if (p) {
 			status[i] = "folded";
 			why[i] = xasprintf("into the output range of '%s'", node_label(p, lab, sizeof lab));
@@ -509,70 +654,64 @@ int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, Quan
 			g->node[k++] = orig[i];
 	g->n_node = k;
 	/* step 3 */
-	size_t nq = 0;
 	for (size_t i = 0; r == 0 && i < norig; i++) {
 		if (status[i])
 			continue;
-		int q = quant_node(&c, orig[i]);
-		if (q < 0)
-			r = error_prefix("node '%s'", node_label(orig[i], lab, sizeof lab));
-		else if (q == 0) {
+		int q = quant_node(c, orig[i]);
+		if (q < 0) {
+			r = error_prefix("node '%s%s%s'", c->scope ? c->scope : "", c->scope ? "/" : "",
+					 node_label(orig[i], lab, sizeof lab));
+		} else if (q == 0) {
 			status[i] = "skipped";
 			why[i] = xstrdup("no float32 input to quantize");
 		} else {
 			status[i] = "quantized";
-			nq++;
+			(*c->nq)++;
 		}
 	}
-	if (r == 0 && nq == 0) {
-		/* name up to three distinct reasons */
-		StrBuf sb = {0};
-		size_t shown = 0;
-		for (size_t i = 0; i < norig && shown < 3; i++) {
-			if (!why[i] || strstr(sb.buf ? sb.buf : "", why[i]))
-				continue;
-			sb_printf(&sb, "%s'%s': %s", shown ? "; " : "", node_label(orig[i], lab, sizeof lab), why[i]);
-			shown++;
-		}
-		r = error("nothing to quantize: none of the %zu nodes could be quantized (%s)", norig,
-			  sb.len ? sb.buf : "the graph has no nodes");
-		sb_release(&sb);
+	for (size_t i = 0; r == 0 && i < norig; i++) {
+		qc_report_node_in(c->rep, c->scope, orig[i], status[i], why[i]);
+		if (why[i] && strcmp(status[i], "folded"))
+			note_why(c, c->scope, orig[i], why[i]);
 	}
+	for (size_t i = 0; r == 0 && i < g->n_node; i++)
+		r = quant_bodies(c, g->node[i]);
 	/* step 4 */
 	if (r == 0) {
 		Onnx__NodeProto **nodes = NULL;
 		size_t nn = 0;
-		for (size_t i = 0; i < c.npre; i++)
-			qg_push(&nodes, &nn, c.pre[i]);
-		c.npre = 0;
+		for (size_t i = 0; i < c->npre; i++)
+			qg_push(&nodes, &nn, c->pre[i]);
+		c->npre = 0;
 		for (size_t i = 0; i < g->n_input; i++) {
-			Act *a = act_find(&c, g->input[i]->name);
+			Act *a = act_find(c, g->input[i]->name);
 			if (a && !a->done)
-				place_pair(&c, a, &nodes, &nn);
+				place_pair(c, a, &nodes, &nn);
 		}
+		for (size_t i = 0; i < c->nacts; i++)
+			if (!c->acts[i].done && !producer(g, c->acts[i].name))
+				place_pair(c, &c->acts[i], &nodes, &nn); /* an outer value */
 		for (size_t i = 0; i < g->n_node; i++) {
 			qg_push(&nodes, &nn, g->node[i]);
 			for (size_t j = 0; j < g->node[i]->n_output; j++) {
-				Act *a = act_find(&c, g->node[i]->output[j]);
+				Act *a = act_find(c, g->node[i]->output[j]);
 				if (a && !a->done)
-					place_pair(&c, a, &nodes, &nn);
+					place_pair(c, a, &nodes, &nn);
 			}
 		}
-		for (size_t i = 0; r == 0 && i < c.nacts; i++)
-			if (!c.acts[i].done)
+		for (size_t i = 0; r == 0 && i < c->nacts; i++)
+			if (!c->acts[i].done)
 				r = error("tensor '%s' has calibration statistics but no producer in the graph",
-					  c.acts[i].name);
+					  c->acts[i].name);
 		free(g->node);
 		g->node = nodes;
 		g->n_node = nn;
-		for (size_t i = 0; i < c.wdone.n; i++)
-			qg_drop_unused_init(g, c.wdone.v[i]);
-		for (size_t i = 0; i < c.biases.n; i++)
-			qg_drop_unused_init(g, c.biases.v[i]);
+		for (size_t i = 0; i < c->wdone.n; i++)
+			qg_drop_unused_init(g, c->wdone.v[i]);
+		for (size_t i = 0; i < c->biases.n; i++)
+			qg_drop_unused_init(g, c->biases.v[i]);
 	}
 	for (size_t i = 0; i < norig; i++) {
-		if (r == 0)
-			qc_report_node(rep, orig[i], status[i], why[i]);
 		free(why[i]);
 		if (removed[i])
 			onnx__node_proto__free_unpacked(orig[i], NULL);
@@ -582,6 +721,36 @@ int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, Quan
 	free(why);
 	free(removed);
 	pv_free(&qn);
+	return r;
+}
+
+int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep)
+{
+	Onnx__GraphProto *g = m->proto->graph;
+	int64_t opset = model_opset(m->proto, "");
+	if (qc_check_not_quantized(g) < 0 || qc_check_lists(g, o, quant_static_ops, "static") < 0 ||
+	    qr_check(stats, o) < 0)
+		return -1;
+	if (opset < 10)
+		return error("static quantization needs opset >= 10 (QuantizeLinear); the model imports opset %lld",
+			     (long long)opset);
+	if (o->per_channel && opset < 13)
+		return error("quantize.per-channel needs opset >= 13 (DequantizeLinear with axis); the model imports opset %lld",
+			     (long long)opset);
+	size_t nq = 0, nwhy = 0, norig = g->n_node;
+	StrBuf why = {0};
+	Ctx c = {.nq = &nq, .why = &why, .nwhy = &nwhy, .m = m, .g = g, .stats = stats, .o = o, .rep = rep};
+	if ((o->act_type == DT_INT16 || o->act_type == DT_UINT16) && opset < 21) {
+		/* ONNX QuantizeLinear takes 16 bits from opset 21; raising the
+		 * model's opset would change other operators' semantics */
+		c.qdomain = "com.microsoft";
+		qg_import(m->proto, c.qdomain, 1);
+	}
+	int r = quant_graph(&c);
+	if (r == 0 && nq == 0)
+		r = error("nothing to quantize: none of the %zu nodes could be quantized (%s)", norig,
+			  why.len ? why.buf : "the graph has no nodes");
+	sb_release(&why);
 	ctx_free(&c);
 	return r;
 }

@@ -25,12 +25,23 @@
  *     values;
  *   - a Relu/Clip that alone reads the output of a converted Conv, Gemm or
  *     MatMul folds into that output's range, as in the QDQ form.
+ *   - Add, Mul, GlobalAveragePool, AveragePool, Sigmoid, LeakyRelu,
+ *     Softmax and Concat of twins with differing scales, whose data inputs
+ *     are already twins (Add and Mul: one of them, the other gets a
+ *     QuantizeLinear), become onnxruntime's com.microsoft QLinearAdd,
+ *     QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool,
+ *     QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax and QLinearConcat
+ *     (src/ops/qlinear_ms.c runs them; the model then imports com.microsoft
+ *     version 1), as onnxruntime's QOperator quantizer emits them: the
+ *     output gets its own calibrated parameters, Softmax's the fixed scale
+ *     1/256 and the lowest code as zero point (0 for uint8, -128 for int8).
+ *     AveragePool with dilations stays float (the QLinear form has none),
+ *     and so does a GlobalAveragePool whose input and output scales are
+ *     more than 256 times apart (onnxruntime refuses to run it).
  * QuantizeLinear makes a twin where a quantized region starts (once per
  * tensor); DequantizeLinear gives the float tensor back, under its own
  * name, where a float node or a graph output reads it, as onnxruntime's
- * QOperator output does. Add, Mul, AveragePool, Concat with differing
- * scales ... stay float: their QLinear forms are com.microsoft operators
- * our interpreter does not run. */
+ * QOperator output does. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +51,9 @@
 #include "quant/range.h"
 
 static const char *const qop_ops[] = {
-	"Clip", "Concat", "Conv", "Flatten", "Gather", "Gemm", "MatMul", "MaxPool", "Relu", "Reshape", "Slice",
-	"Split", "Squeeze", "Transpose", "Unsqueeze", NULL,
+	"Add", "AveragePool", "Clip", "Concat", "Conv", "Flatten", "Gather", "Gemm", "GlobalAveragePool",
+	"LeakyRelu", "MatMul", "MaxPool", "Mul", "Relu", "Reshape", "Sigmoid", "Slice", "Softmax", "Split",
+	"Squeeze", "Transpose", "Unsqueeze", NULL,
 };
 
 typedef struct QVal {
@@ -77,6 +89,7 @@ typedef struct Ctx {
 	} *ranges;
 	size_t nranges;
 	PtrVec replaced;          /* float initializers that may have lost their readers */
+	int ms;                   /* a com.microsoft operator was emitted */
 } Ctx;
 
 static QVal *val_find(Ctx *c, const char *name)
@@ -542,6 +555,119 @@ static int do_generic(Ctx *c, Onnx__NodeProto *n, const char **why)
 	return 1;
 }
 
+/* operators with a com.microsoft QLinear form (Concat: of differing scales) */
+static const char *const ms_ops[] = {
+	"Add", "AveragePool", "GlobalAveragePool", "LeakyRelu", "Mul", "Sigmoid", "Softmax", NULL,
+};
+
+/* the data inputs of n are (or, for Add and Mul, can be) twins, one at
+ * least already is; 1 when so, else 0 with *why */
+static int ms_inputs(Ctx *c, const Onnx__NodeProto *n, size_t nd, int bin, const char **why)
+{
+	int any = 0;
+	if (n->n_output != 1 || n->n_input < nd || (bin && n->n_input != 2))
+		return *why = "it has a second output or an unexpected number of inputs", 0;
+	for (size_t i = 0; i < nd; i++) {
+		const char *x = n->input[i];
+		int q = *x && val_find(c, x) != NULL;
+		if (!*x || (!q && !(bin && can_twin(c, x))))
+			return *why = "an input is not quantized (QLinear operators only continue a quantized region)", 0;
+		any |= q;
+	}
+	if (!any)
+		return *why = "no input is quantized yet (QLinear operators only continue a quantized region)", 0;
+	return 1;
+}
+
+/* 1 when AveragePool n has dilations other than 1 (QLinearAveragePool has none) */
+static int dilated(const Onnx__NodeProto *n)
+{
+	const int64_t *d;
+	size_t len = 0;
+	if (attr_ints(n, "dilations", &d, &len) < 0)
+		return 1;
+	for (size_t i = 0; i < len; i++)
+		if (d[i] != 1)
+			return 1;
+	return 0;
+}
+
+/* the QLinear node of n on inputs in[nin] writing yq; n's attributes move
+ * to it (Softmax: axis and opset, as onnxruntime's kernel wants them) */
+static Onnx__NodeProto *ms_node(Ctx *c, Onnx__NodeProto *n, size_t nin, const char *const *in, const char *yq)
+{
+	char *op = xasprintf("QLinear%s", n->op_type), *nm = xasprintf("%s_quant", base_of(n));
+	Onnx__NodeProto *q = qg_node(op, nm, nin, in, 1, &yq);
+	free(q->domain);
+	q->domain = xstrdup("com.microsoft");
+	if (!strcmp(n->op_type, "Softmax")) {
+		int64_t axis;
+		attr_int(n, "axis", c->opset < 13 ? 1 : -1, &axis);   /* read when checked */
+		qg_attr_int(q, "axis", axis);
+		qg_attr_int(q, "opset", c->opset);
+	} else {
+		size_t k = 0;
+		for (size_t i = 0; i < n->n_attribute; i++)
+			if (!strcmp(n->op_type, "AveragePool") && !strcmp(n->attribute[i]->name, "dilations"))
+				n->attribute[k++] = n->attribute[i];   /* all 1: stays with n, freed with it */
+			else
+				qg_attr_move(q, n->attribute[i]);
+		n->n_attribute = k;
+	}
+	free(op);
+	free(nm);
+	c->ms = 1;
+	return q;
+}
+
+/* Add, Mul, GlobalAveragePool, AveragePool, Sigmoid, LeakyRelu, Softmax,
+ * Concat -> their com.microsoft QLinear form (see the top); 1, 0 (*why), -1 */
+static int do_ms(Ctx *c, Onnx__NodeProto *n, const char **why)
+{
+	const char *op = n->op_type;
+	int bin = !strcmp(op, "Add") || !strcmp(op, "Mul"), concat = !strcmp(op, "Concat");
+	int softmax = !strcmp(op, "Softmax");
+	size_t nd = bin ? 2 : concat ? n->n_input : 1;
+	int64_t axis;
+	if (!ms_inputs(c, n, nd, bin, why))
+		return 0;
+	if (!strcmp(op, "AveragePool") && dilated(n))
+		return *why = "QLinearAveragePool has no dilations", 0;
+	if (softmax && attr_int(n, "axis", c->opset < 13 ? 1 : -1, &axis) < 0)
+		return -1;
+	int dt = c->o->act_type;
+	QParams yp = {.scale = 1.0f / 256.0f, .zero_point = dt == DT_INT8 ? -128 : 0, .dtype = dt};
+	if (!softmax && !act_params(c, n->output[0], &yp))
+		return *why = "no calibration statistics for its output", 0;
+	/* onnxruntime refuses x_scale / (y_scale x image size) outside [2^-32, 256) */
+	float ratio = strcmp(op, "GlobalAveragePool") ? 1.0f : val_find(c, n->input[0])->p.scale / yp.scale;
+	if (!(ratio >= 1.0f / 256.0f && ratio < 256.0f))
+		return *why = "its input and output scales differ too much for onnxruntime's QLinearGlobalAveragePool", 0;
+	QVal **xv = xmalloc(nd * sizeof *xv);
+	for (size_t i = 0; i < nd; i++)
+		xv[i] = twin(c, n->input[i]);
+	QVal *yv = val_add(c, n->output[0], yp, 0, NULL, NULL);
+	size_t nin = 0;
+	const char **in = xmalloc((3 * nd + 2) * sizeof *in);
+	if (concat) {
+		in[nin++] = yv->s;
+		in[nin++] = yv->z;
+	}
+	for (size_t i = 0; i < nd; i++) {
+		in[nin++] = xv[i]->q;
+		in[nin++] = xv[i]->s;
+		in[nin++] = xv[i]->z;
+	}
+	if (!concat) {
+		in[nin++] = yv->s;
+		in[nin++] = yv->z;
+	}
+	qg_push(&c->out, &c->nout, ms_node(c, n, nin, in, yv->q));
+	free(in);
+	free(xv);
+	return 1;
+}
+
 static int has_subgraph(const Onnx__NodeProto *n)
 {
 	for (size_t k = 0; k < n->n_attribute; k++)
@@ -563,6 +689,11 @@ static int step(Ctx *c, Onnx__NodeProto *n, const char **why)
 		r = do_gemm(c, n, why);
 	else if (!strcmp(op, "MatMul"))
 		r = do_matmul(c, n, why);
+	else if (!strcmp(op, "Concat")) {
+		if ((r = do_generic(c, n, why)) == 0)
+			r = do_ms(c, n, why);
+	} else if (qc_in_list(ms_ops, op))
+		r = do_ms(c, n, why);
 	else if (strcmp(op, "Relu") && strcmp(op, "Clip"))
 		r = do_generic(c, n, why);
 	else
@@ -573,12 +704,44 @@ static int step(Ctx *c, Onnx__NodeProto *n, const char **why)
 	return r;
 }
 
-/* a float node: the float tensors it reads exist before it */
+static int node_reads(const Onnx__NodeProto *n, const char *name);
+
+/* subgraph g (or one nested in it) reads outer tensor name */
+static int graph_reads(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_output; i++)
+		if (!strcmp(g->output[i]->name, name))
+			return 1;
+	for (size_t i = 0; i < g->n_node; i++)
+		if (node_reads(g->node[i], name))
+			return 1;
+	return 0;
+}
+
+/* node n or one of its subgraphs reads name */
+static int node_reads(const Onnx__NodeProto *n, const char *name)
+{
+	for (size_t i = 0; i < n->n_input; i++)
+		if (!strcmp(n->input[i], name))
+			return 1;
+	for (size_t k = 0; k < n->n_attribute; k++) {
+		const Onnx__AttributeProto *a = n->attribute[k];
+		if (a->g && graph_reads(a->g, name))
+			return 1;
+		for (size_t j = 0; j < a->n_graphs; j++)
+			if (graph_reads(a->graphs[j], name))
+				return 1;
+	}
+	return 0;
+}
+
+/* a float node: the float tensors it (or its subgraphs) reads exist before it */
 static void keep_float(Ctx *c, Onnx__NodeProto *n)
 {
 	if (has_subgraph(n))
 		for (size_t i = 0; i < c->nvals; i++)
-			need_float(c, c->vals[i]->name);
+			if (node_reads(n, c->vals[i]->name))
+				need_float(c, c->vals[i]->name);
 	for (size_t i = 0; i < n->n_input; i++)
 		if (*n->input[i])
 			need_float(c, n->input[i]);
@@ -695,6 +858,8 @@ int quant_static_qoperator(Model *m, const CalibStats *stats, const QuantOpts *o
 		c.nout = 0;
 		for (size_t i = 0; i < c.replaced.n; i++)
 			qg_drop_unused_init(g, c.replaced.v[i]);
+		if (c.ms)
+			qg_import(m->proto, "com.microsoft", 1);
 	} else {
 		/* g->node still owns every original: c.out gives them back */
 		size_t k = 0;

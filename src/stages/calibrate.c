@@ -1,11 +1,12 @@
 /* calibrate.c — the calibrate stage (quantize = static): streams the
  * calibration samples through the interpreter and writes their statistics
- * (src/quant/calib.h) to calibration.stats beside an unchanged copy of the
- * model, with the interpreter on the stage's thread budget (samples are
- * stacked into batches where the model allows, see src/quant/calib.c). Its
- * key holds only the model and the contents of the calibration files, so
- * changing how to quantize (types, format, exclusions, method) reuses the
- * statistics and reruns only the quantize stage. */
+ * (src/quant/calib.h; tensors of If/Loop/Scan bodies included) to
+ * calibration.stats beside an unchanged copy of the model, with the
+ * interpreter on the stage's thread budget (samples are stacked into
+ * batches where the model allows, see src/quant/calib.c). Its key holds
+ * only the model and the contents of the calibration files, so changing
+ * how to quantize (types, format, exclusions, method) reuses the statistics
+ * and reruns only the quantize stage. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -72,7 +73,7 @@ static int run(StageCtx *c)
 
 const Stage stage_calibrate = {
 	.name = "calibrate",
-	.version = 3,
+	.version = 4, /* 4: statistics of subgraph tensors */
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = declared_inputs,

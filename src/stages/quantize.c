@@ -264,7 +264,7 @@ static int run(StageCtx *c)
 
 const Stage stage_quantize = {
 	.name = "quantize",
-	.version = 2,
+	.version = 3,   /* 3: static QOperator emits the com.microsoft QLinear operators */
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = NULL,

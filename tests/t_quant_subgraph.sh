@@ -1,0 +1,306 @@
+#!/bin/sh
+# Quantization inside subgraphs: a model made with the onnx helper API whose
+# If branches hold Conv, Gemm (weight in the main graph) and MatMul and whose
+# Loop body holds a MatMul, quantized statically (QDQ, per tensor and per
+# channel) and dynamically. Every result passes onnx.checker, runs in
+# onnxruntime, our interpreter matches onnxruntime, the SQNR against the
+# float model is above 25 dB on random inputs and quant.json lists the body
+# nodes, quantized, by their scope ("if/then/conv_t"); a branch calibration
+# never took stays float with that reason; exclude-nodes takes scoped names;
+# a name two scopes define gets no statistics.
+# silero-vad (Conv and LSTM inside an If; bench/fetch-models.sh, skipped
+# when not fetchable) quantizes statically and dynamically, runs in both,
+# and its SQNR against the float model is printed.
+. "$(dirname "$0")/lib/common.sh"
+mktmp
+Q=$QUANTMAKE
+if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
+	skip "subgraph quantize tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	exit 0
+fi
+
+P=$TMPD/p
+mkdir -p "$P/rules" "$P/cal" "$P/then"
+"$PY" - "$P" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+P = sys.argv[1]
+rng = np.random.default_rng(7)
+f = lambda *s: (rng.standard_normal(s) * 0.3).astype(np.float32)
+N = h.make_node
+vi = lambda n, s=None: h.make_tensor_value_info(n, T.FLOAT, s)
+# then: Conv (weights in the branch) -> Relu -> Flatten -> Gemm (weight in the main graph)
+then = h.make_graph([
+    N("Conv", ["x", "wc_t", "bc_t"], ["c_t"], name="conv_t", pads=[1, 1, 1, 1]),
+    N("Relu", ["c_t"], ["r_t"], name="relu_t"),
+    N("Flatten", ["r_t"], ["f_t"], name="flat_t"),
+    N("Gemm", ["f_t", "wg", "bg"], ["y_t"], name="gemm_t", transB=1)], "then", [], [vi("y_t", [1, 10])],
+    [nh.from_array(f(4, 3, 3, 3), "wc_t"), nh.from_array(f(4), "bc_t")])
+# else: Conv -> Flatten -> MatMul + Add
+other = h.make_graph([
+    N("Conv", ["x", "wc_e"], ["c_e"], name="conv_e", pads=[1, 1, 1, 1]),
+    N("Flatten", ["c_e"], ["f_e"], name="flat_e"),
+    N("MatMul", ["f_e", "wm_e"], ["m_e"], name="mm_e"),
+    N("Add", ["m_e", "bm_e"], ["y_e"], name="add_e")], "else", [], [vi("y_e", [1, 10])],
+    [nh.from_array(f(4, 3, 3, 3), "wc_e"), nh.from_array(f(256, 10) * 0.2, "wm_e"), nh.from_array(f(10), "bm_e")])
+# Loop body: h <- Tanh(MatMul(h, wl) + bl), three times
+body = h.make_graph([
+    N("Identity", ["cond_in"], ["cond_out"], name="cond_id"),
+    N("MatMul", ["h_in", "wl"], ["m_l"], name="mm_l"),
+    N("Add", ["m_l", "bl"], ["a_l"], name="add_l"),
+    N("Tanh", ["a_l"], ["h_out"], name="tanh_l")], "body",
+    [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []), vi("h_in", [1, 10])],
+    [h.make_tensor_value_info("cond_out", T.BOOL, []), vi("h_out", [1, 10])],
+    [nh.from_array(f(10, 10), "wl"), nh.from_array(f(10), "bl")])
+g = h.make_graph([
+    N("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other),
+    N("Loop", ["trip", "true", "y"], ["z"], name="loop", body=body)], "sub",
+    [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8]), h.make_tensor_value_info("c", T.BOOL, [])],
+    [vi("z", [1, 10])],
+    [nh.from_array(f(10, 256) * 0.2, "wg"), nh.from_array(f(10), "bg"),
+     nh.from_array(np.array(3, np.int64), "trip"), nh.from_array(np.array(True), "true")])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.checker.check_model(m, full_check=True)
+onnx.save(m, P + "/sub.onnx")
+for k in range(16):
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    np.savez(P + "/cal/s%02d.npz" % k, x=x, c=np.array(k % 2 == 0))
+    if k % 2 == 0:
+        np.savez(P + "/then/s%02d.npz" % k, x=x, c=np.array(True))
+for k in range(2):
+    np.savez(P + "/test%d.npz" % k, x=rng.standard_normal((1, 3, 8, 8)).astype(np.float32), c=np.array(k == 0))
+EOF
+cat > "$P/rules/m.rules" <<EOF
+[model qdq]
+source = sub.onnx
+quantize = static
+quantize.calibration = cal
+
+[model pc]
+source = sub.onnx
+quantize = static
+quantize.calibration = cal
+quantize.per-channel = true
+
+[model dyn]
+source = sub.onnx
+quantize = dynamic
+
+[model then]
+source = sub.onnx
+quantize = static
+quantize.calibration = then
+
+[model ex]
+source = sub.onnx
+quantize = static
+quantize.calibration = cal
+quantize.exclude-nodes = if/then/conv_t mm_e
+EOF
+if "$Q" -C "$P" -j2 qdq pc dyn then ex > "$TMPD/log" 2>&1; then pass "static, per-channel and dynamic quantization of If and Loop bodies build"
+else fail "static, per-channel and dynamic quantization of If and Loop bodies build" "$(grep quantmake: "$TMPD/log")"; fi
+
+# our interpreter on both branches of each result
+for mo in qdq pc dyn then ex; do
+	for k in 0 1; do
+		"$Q" run "$P/build/$mo/$mo.onnx" -i "$P/test$k.npz" -o "$TMPD/$mo-$k.npz" >/dev/null 2>"$TMPD/run.err" ||
+			fail "quantmake runs $mo (test $k)" "$(tail -2 "$TMPD/run.err")"
+	done
+done
+
+# check MODEL OP...: checker, onnxruntime = ours, SQNR > 25 dB on both branches,
+# the ops appear inside the bodies
+check_model() {
+	"$PY" - "$P" "$TMPD" "$@" <<'EOF'
+import sys, json, numpy as np, onnx, onnxruntime as ort
+P, D, mo, ops = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+path = "%s/build/%s/%s.onnx" % (P, mo, mo)
+m = onnx.load(path)
+onnx.checker.check_model(m, full_check=True)
+def body_ops(g, inside):
+    r = []
+    for n in g.node:
+        if inside:
+            r.append(n.op_type)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                r += body_ops(a.g, True)
+    return r
+have = body_ops(m.graph, False)
+for op in ops:
+    assert op in have, "no %s inside a body: %s" % (op, sorted(set(have)))
+fl = ort.InferenceSession(P + "/sub.onnx", providers=["CPUExecutionProvider"])
+qs = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+for k in range(2):
+    feed = dict(np.load("%s/test%d.npz" % (P, k)))
+    a, b = fl.run(None, feed)[0], qs.run(None, feed)[0]
+    ours = np.load("%s/%s-%d.npz" % (D, mo, k))["z"]
+    sqnr = 10 * np.log10(np.sum(a.astype(np.float64) ** 2) / max(np.sum((a - b).astype(np.float64) ** 2), 1e-30))
+    assert sqnr > 25, "%s branch %d: SQNR %.1f dB" % (mo, k, sqnr)
+    assert np.abs(ours - b).max() <= 2e-2 * np.abs(b).max() + 1e-6, "%s: ours vs onnxruntime %g" % (mo, np.abs(ours - b).max())
+    print("%s branch %d: SQNR %.1f dB" % (mo, k, sqnr))
+EOF
+}
+for spec in "qdq QuantizeLinear DequantizeLinear Conv Gemm MatMul" "pc DequantizeLinear" "dyn MatMulInteger ConvInteger DynamicQuantizeLinear"; do
+	set -- $spec
+	if check_model "$@" > "$TMPD/chk" 2>&1; then pass "$1: checker, onnxruntime = quantmake, SQNR > 25 dB on both branches ($(tr '\n' ' ' < "$TMPD/chk"))"
+	else fail "$1: checker, onnxruntime = quantmake, SQNR > 25 dB on both branches" "$(tail -3 "$TMPD/chk")"; fi
+done
+
+# quant.json: scoped names, quantized bodies, an untaken branch stays float,
+# scoped exclusions
+if "$PY" - "$P" <<'EOF'
+import sys, json
+P = sys.argv[1]
+st = lambda mo: {n["name"]: n for n in json.load(open("%s/build/%s/quant.json" % (P, mo)))["nodes"]}
+q = st("qdq")
+for n in ["if/then/conv_t", "if/then/gemm_t", "if/else/conv_e", "if/else/mm_e", "loop/body/mm_l"]:
+    assert q[n]["status"] == "quantized", (n, q.get(n))
+assert q["if/then/relu_t"]["status"] == "folded", q["if/then/relu_t"]
+d = st("dyn")
+for n in ["if/then/conv_t", "if/then/gemm_t", "if/else/conv_e", "if/else/mm_e", "loop/body/mm_l"]:
+    assert d[n]["status"] == "quantized", (n, d.get(n))
+t = st("then")
+assert t["if/then/conv_t"]["status"] == "quantized", t["if/then/conv_t"]
+for n in ["if/else/conv_e", "if/else/mm_e"]:
+    assert t[n]["status"] == "skipped" and "never ran during calibration" in t[n]["reason"], t[n]
+e = st("ex")
+for n in ["if/then/conv_t", "if/else/mm_e"]:
+    assert e[n]["status"] == "skipped" and "exclude-nodes" in e[n]["reason"], e[n]
+assert e["if/else/conv_e"]["status"] == "quantized", e["if/else/conv_e"]
+EOF
+then pass "quant.json: body nodes by scope, quantized; an untaken branch stays float with the reason; scoped and bare exclusions"
+else fail "quant.json: body nodes by scope, quantized; an untaken branch stays float with the reason; scoped and bare exclusions" "see above"; fi
+
+# the untaken branch really stays float: no Q/DQ in it, still runs
+if "$PY" - "$P" <<'EOF'
+import sys, numpy as np, onnx, onnxruntime as ort
+P = sys.argv[1]
+m = onnx.load(P + "/build/then/then.onnx")
+onnx.checker.check_model(m, full_check=True)
+node = [n for n in m.graph.node if n.op_type == "If"][0]
+br = {a.name: a.g for a in node.attribute}
+assert not [n for n in br["else_branch"].node if "Linear" in n.op_type], [n.op_type for n in br["else_branch"].node]
+assert [n for n in br["then_branch"].node if n.op_type == "DequantizeLinear"]
+s = ort.InferenceSession(P + "/build/then/then.onnx", providers=["CPUExecutionProvider"])
+s.run(None, dict(np.load(P + "/test1.npz")))
+EOF
+then pass "a branch calibration never took keeps its float nodes and runs"
+else fail "a branch calibration never took keeps its float nodes and runs" "see above"; fi
+
+# bad input: an exclude-nodes name no scope has
+printf '\n[model bad]\nsource = sub.onnx\nquantize = dynamic\nquantize.exclude-nodes = if/then/nope\n' >> "$P/rules/m.rules"
+expect_err "an unknown scoped exclude-nodes name is one clear error" 1 "quantize.exclude-nodes: the model has no node named 'if/then/nope'" \
+	"$Q" -C "$P" bad
+[ -e "$P/build/bad/bad.onnx" ] && fail "no model is written for a bad exclude-nodes name" "build/bad/bad.onnx exists"
+
+# a name both branches define (not SSA across scopes): no statistics for it,
+# said on the log; the rest still quantizes and runs
+"$PY" - "$P" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+P = sys.argv[1]
+rng = np.random.default_rng(3)
+br = lambda tag: h.make_graph([
+    h.make_node("Conv", ["x", "w" + tag], ["t"], name="conv"),
+    h.make_node("Sigmoid", ["t"], ["y" + tag], name="sig")], tag, [], [h.make_tensor_value_info("y" + tag, T.FLOAT, None)],
+    [nh.from_array(rng.standard_normal((2, 3, 3, 3)).astype(np.float32), "w" + tag)])
+g = h.make_graph([h.make_node("If", ["c"], ["z"], name="if", then_branch=br("a"), else_branch=br("b"))], "dup",
+    [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8]), h.make_tensor_value_info("c", T.BOOL, [])],
+    [h.make_tensor_value_info("z", T.FLOAT, None)])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.save(m, P + "/dup.onnx")
+EOF
+printf '\n[model dup]\nsource = dup.onnx\nquantize = static\nquantize.calibration = cal\n' >> "$P/rules/m.rules"
+if "$Q" -C "$P" dup > "$TMPD/dlog" 2>&1 && grep -q "1 tensor names are defined in several scopes (first: 't'); they get no statistics" "$TMPD/dlog" &&
+	"$PY" - "$P" 2>"$TMPD/err" <<'EOF'
+import sys, json, numpy as np, onnxruntime as ort
+P = sys.argv[1]
+s = ort.InferenceSession(P + "/build/dup/dup.onnx", providers=["CPUExecutionProvider"])
+s.run(None, dict(np.load(P + "/test0.npz")))
+q = {n["name"]: n for n in json.load(open(P + "/build/dup/quant.json"))["nodes"]}
+assert q["if/then/conv"]["status"] == "quantized" and q["if/then/sig"]["status"] == "skipped", q
+EOF
+then pass "a name two scopes define gets no statistics (said on the log); the model still quantizes and runs"
+else fail "a name two scopes define gets no statistics (said on the log); the model still quantizes and runs" "$(cat "$TMPD/dlog" "$TMPD/err" | tail -3)"; fi
+
+# ---- silero-vad: every Conv and the LSTM sit inside an If ----
+if ! M=$(sh "$ROOT/bench/fetch-models.sh" 2>/dev/null) || [ ! -f "$M/silero/silero_vad.onnx" ]; then
+	skip "silero-vad subgraph quantization" "bench/fetch-models.sh could not fetch the model"
+	exit 0
+fi
+S=$TMPD/s
+mkdir -p "$S/rules" "$S/cal"
+cp "$M/silero/silero_vad.onnx" "$S/silero.onnx"
+# calibration chunks (16 kHz, 512 samples) carry the states the float model
+# passes from one chunk to the next
+"$PY" - "$S" <<'EOF' 2>/dev/null
+import sys, numpy as np, onnxruntime as ort
+S = sys.argv[1]
+s = ort.InferenceSession(S + "/silero.onnx", providers=["CPUExecutionProvider"])
+rng = np.random.default_rng(0)
+t = np.arange(512) / 16000.
+st = np.zeros((2, 1, 128), np.float32)
+for k in range(16):
+    x = (0.3 * np.sin(2 * np.pi * (200 + 53 * k) * t) * (k % 3 != 0) + 0.05 * rng.standard_normal(512)).astype(np.float32)[None]
+    np.savez(S + "/cal/c%02d.npz" % k, input=x, state=st, sr=np.array(16000, np.int64))
+    st = s.run(None, {"input": x, "state": st, "sr": np.array(16000, np.int64)})[1]
+x = (0.2 * np.sin(2 * np.pi * 440 * t) + 0.05 * rng.standard_normal(512)).astype(np.float32)[None]
+np.savez(S + "/test.npz", input=x, state=st, sr=np.array(16000, np.int64))
+EOF
+cat > "$S/rules/m.rules" <<EOF
+[model ss]
+source = silero.onnx
+preprocess = default
+quantize = static
+quantize.calibration = cal
+
+[model sd]
+source = silero.onnx
+preprocess = default
+quantize = dynamic
+EOF
+if "$Q" -C "$S" -j2 > "$TMPD/slog" 2>&1; then pass "silero-vad quantizes statically and dynamically (bodies)"
+else fail "silero-vad quantizes statically and dynamically (bodies)" "$(grep quantmake: "$TMPD/slog")"; fi
+for mo in ss sd; do
+	"$Q" run "$S/build/$mo/$mo.onnx" -i "$S/test.npz" -o "$TMPD/s-$mo.npz" >/dev/null 2>"$TMPD/run.err" ||
+		fail "quantmake runs silero $mo" "$(tail -2 "$TMPD/run.err")"
+done
+if "$PY" - "$S" "$TMPD" > "$TMPD/schk" 2>&1 <<'EOF'
+import sys, json, numpy as np, onnx, onnxruntime as ort
+S, D = sys.argv[1], sys.argv[2]
+fl = ort.InferenceSession(S + "/silero.onnx", providers=["CPUExecutionProvider"])
+feed = dict(np.load(S + "/test.npz"))
+for mo, op in [("ss", "Conv"), ("sd", "Conv")]:
+    path = "%s/build/%s/%s.onnx" % (S, mo, mo)
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+    nodes = json.load(open("%s/build/%s/quant.json" % (S, mo)))["nodes"]
+    inside = [n for n in nodes if "/" in n["name"] and n["status"] == "quantized" and n["op"] == op]
+    assert len(inside) >= 4, (mo, len(inside))
+    qs = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ours = np.load("%s/s-%s.npz" % (D, mo))
+    a, b = fl.run(None, feed), qs.run(None, feed)
+    for i, name in enumerate(["output", "stateN"]):
+        d = np.abs(ours[name] - b[i]).max()
+        assert d <= 5e-2 * np.abs(b[i]).max() + 1e-3, "%s %s: ours vs onnxruntime %g" % (mo, name, d)
+    # SQNR vs float over 40 chunks, the state carried by the float model
+    rng = np.random.default_rng(1)
+    t = np.arange(512) / 16000.
+    st = np.zeros((2, 1, 128), np.float32)
+    sig, err = [0.0, 0.0], [0.0, 0.0]
+    for k in range(40):
+        x = (0.3 * np.sin(2 * np.pi * (150 + 37 * k) * t) + 0.05 * rng.standard_normal(512)).astype(np.float32)[None]
+        f = {"input": x, "state": st, "sr": np.array(16000, np.int64)}
+        a, b = fl.run(None, f), qs.run(None, f)
+        st = a[1]
+        for i in range(2):
+            sig[i] += np.sum(a[i].astype(np.float64) ** 2)
+            err[i] += np.sum((a[i] - b[i]).astype(np.float64) ** 2)
+    db = [10 * np.log10(sig[i] / max(err[i], 1e-30)) for i in range(2)]
+    assert db[1] > 0, (mo, db)
+    print("silero %s: %d body Convs quantized, SQNR vs float: output %.1f dB, stateN %.1f dB" % (mo, len(inside), db[0], db[1]))
+EOF
+then pass "silero-vad: checker, onnxruntime = quantmake, body Convs quantized ($(grep silero "$TMPD/schk" | tr '\n' ' '))"
+else fail "silero-vad: checker, onnxruntime = quantmake, body Convs quantized" "$(grep -v W:onnxruntime "$TMPD/schk" | tail -3)"; fi

@@ -226,6 +226,20 @@ EOF
 then pass "a name two scopes define gets no statistics (said on the log); the model still quantizes and runs"
 else fail "a name two scopes define gets no statistics (said on the log); the model still quantizes and runs" "$(cat "$TMPD/dlog" "$TMPD/err" | tail -3)"; fi
 
+# ---- verify compares and blames inside If branches (not Loop bodies) ----
+printf '\n[model vq]\nsource = sub.onnx\nquantize = static\nquantize.calibration = cal\nverify.data = cal\nverify.min-sqnr = off\n' >> "$P/rules/m.rules"
+if "$Q" -C "$P" vq > "$TMPD/vlog" 2>&1 && "$PY" - "$P/build/vq/verify.json" <<'EOF'
+import sys, json
+j = json.load(open(sys.argv[1]))
+acts = {a["name"] for a in j["activations"]}
+cands = " ".join(c if isinstance(c, str) else json.dumps(c) for c in j["exclude_candidates"])
+assert {"r_t", "f_e"} <= acts, sorted(acts)          # tensors of both branches
+assert not {"m_l", "a_l", "h_out"} & acts, sorted(acts)  # one value per Loop iteration: not paired
+assert "conv_t" in cands or "gemm_t" in cands or "conv_e" in cands or "mm_e" in cands, cands
+EOF
+then pass "verify compares tensors inside If branches and names branch nodes to exclude"
+else fail "verify compares tensors inside If branches and names branch nodes to exclude" "$(grep -v '^\[' "$TMPD/vlog" | tail -3)"; fi
+
 # ---- silero-vad: every Conv and the LSTM sit inside an If ----
 if ! M=$(sh "$ROOT/bench/fetch-models.sh" 2>/dev/null) || [ ! -f "$M/silero/silero_vad.onnx" ]; then
 	skip "silero-vad subgraph quantization" "bench/fetch-models.sh could not fetch the model"

@@ -460,7 +460,7 @@ static int run(StageCtx *c)
 
 const Stage stage_verify = {
 	.name = "verify",
-	.version = 4,
+	.version = 5,
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = declared_inputs,

@@ -135,7 +135,8 @@ static char *mark_quantized(const Onnx__GraphProto *g, const Onnx__GraphProto *q
 
 void verify_blame(VerifyReport *rep, const Model *ref, const Model *q)
 {
-	const Onnx__GraphProto *g = ref->proto->graph;
+	const Onnx__GraphProto *g = verify_flat_graph(ref->proto->graph);
+	const Onnx__GraphProto *qg = verify_flat_graph(q->proto->graph);
 	size_t nprod = 0, nact = rep->nacts;
 	Name *prod = xcalloc(g->n_node + 1, sizeof *prod), *acts = xcalloc(nact + 1, sizeof *acts);
 	for (size_t i = 0; i < g->n_node; i++)
@@ -150,7 +151,7 @@ void verify_blame(VerifyReport *rep, const Model *ref, const Model *q)
 		acts[i] = (Name){rep->acts[i].name, i};
 	if (nact > 1)
 		qsort(acts, nact, sizeof *acts, cmp_name);
-	char *qd = mark_quantized(g, q->proto->graph);
+	char *qd = mark_quantized(g, qg);
 	char *seen = xcalloc(g->n_node + 1, 1);
 	size_t *stack = xcalloc(g->n_node + 1, sizeof *stack);
 	for (size_t a = 0; a < nact; a++) {
@@ -199,4 +200,6 @@ void verify_blame(VerifyReport *rep, const Model *ref, const Model *q)
 	free(qd);
 	free(acts);
 	free(prod);
+	verify_flat_free(qg);
+	verify_flat_free(g);
 }

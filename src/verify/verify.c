@@ -254,7 +254,7 @@ static void push_match(Match **map, size_t *n, const char *name, int kind, size_
 
 static void plan_layers(Run *r, Model *ref, Model *q)
 {
-	const Onnx__GraphProto *rg = ref->proto->graph, *qg = q->proto->graph;
+	const Onnx__GraphProto *rg = verify_flat_graph(ref->proto->graph), *qg = verify_flat_graph(q->proto->graph);
 	VerifyReport *rep = r->rep;
 	PtrVec qset = {0}, rnames = {0}, rinit = {0};
 	node_outputs(qg, &qset);
@@ -324,6 +324,8 @@ static void plan_layers(Run *r, Model *ref, Model *q)
 	pv_free(&rnames);
 	pv_free(&rinit);
 	pv_free(&qouts);
+	verify_flat_free(qg);
+	verify_flat_free(rg);
 }
 
 /* ---- samples ---- */

@@ -90,6 +90,12 @@ int verify_models(Model *ref, Model *q, const VerifyOpts *o, VerifyReport *rep);
  * nsr = 10^(-SQNR/10): noise powers of independent sources add; verify.json
  * gives it as step_sqnr_db, the SQNR that step's noise alone would give. */
 void verify_blame(VerifyReport *rep, const Model *ref, const Model *q);
+
+/* g with the nodes and initializers of its If branches (recursively) laid
+ * out flat, each If node reading its branches' outputs (flat.c); free with
+ * verify_flat_free */
+const Onnx__GraphProto *verify_flat_graph(const Onnx__GraphProto *g);
+void verify_flat_free(const Onnx__GraphProto *view);
 /* the noise-to-signal power ratio a segment adds (see verify_blame) */
 double err_added_nsr(const ErrStats *e);
 void verify_report_free(VerifyReport *rep);

@@ -667,3 +667,31 @@ bad "static-only keys with dynamic are refused" 1 "quantize.method is only used 
 	"source = float.onnx" "quantize = dynamic" "quantize.method = entropy"
 bad "percentile without the percentile method" 1 "quantize.percentile is only used by quantize.method = percentile" \
 	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.percentile = 99"
+
+# ---- weights written as Constant nodes (as silero-vad's exporter does) ----
+C=$TMPD/const
+mkdir -p "$C/rules"
+"$PY" - "$C" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as T
+r = np.random.default_rng(4)
+w = nh.from_array((r.standard_normal((64, 32)) * 0.2).astype(np.float32))
+m = h.make_model(h.make_graph([h.make_node("Constant", [], ["w"], value=w), h.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+    "c", [h.make_tensor_value_info("x", T.FLOAT, ["N", 64])], [h.make_tensor_value_info("y", T.FLOAT, ["N", 32])]),
+    opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.save(m, sys.argv[1] + "/c.onnx")
+np.save(sys.argv[1] + "/x.npy", r.standard_normal((8, 64)).astype(np.float32))
+EOF
+printf '[model c]\nsource = c.onnx\nquantize = dynamic\n\n[model s]\nsource = c.onnx\nquantize = static\nquantize.calibration = x.npy\n' > "$C/rules/a.rules"
+if "$Q" -C "$C" > "$TMPD/clog" 2>&1 && "$PY" - "$C/build" <<'EOF'
+import sys, onnx
+for mo in ("c", "s"):
+    m = onnx.load("%s/%s/%s.onnx" % (sys.argv[1], mo, mo))
+    ops = [n.op_type for n in m.graph.node]
+    assert "Constant" not in ops, (mo, ops)
+    q = [t for t in m.graph.initializer if t.data_type in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8) and len(t.dims) == 2]
+    assert q and not [t for t in m.graph.initializer if t.name == "w"], (mo, [t.name for t in m.graph.initializer])
+EOF
+then pass "weights held by Constant nodes are quantized (dynamic and static)"
+else fail "weights held by Constant nodes are quantized (dynamic and static)" "$(grep quantmake: "$TMPD/clog" | head -2)"; fi

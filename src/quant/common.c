@@ -285,8 +285,45 @@ void quant_report_free(QuantReport *rep)
 	sb_release(&rep->tensors);
 }
 
+/* Constant nodes holding a float tensor become initializers of their graph
+ * (as preprocess's fold pass does): the rewrites find weights among
+ * initializers, and exporters that write weights as Constant nodes
+ * (silero-vad does, inside its If branches) would otherwise leave every
+ * weight in float. Exact; IR 3 models (initializers must also be inputs) and
+ * constants that are graph outputs are left as they are. */
+static void hoist_constants(Onnx__GraphProto *g)
+{
+	size_t w = 0;
+	for (size_t i = 0; i < g->n_node; i++) {
+		Onnx__NodeProto *nd = g->node[i];
+		for (size_t a = 0; a < nd->n_attribute; a++)
+			if (nd->attribute[a]->g)
+				hoist_constants(nd->attribute[a]->g);
+		Onnx__TensorProto *t = NULL;
+		if (!strcmp(nd->op_type, "Constant") && (!nd->domain || !*nd->domain) && nd->n_output == 1 &&
+		    nd->n_attribute == 1 && !strcmp(nd->attribute[0]->name, "value") && nd->attribute[0]->t &&
+		    nd->attribute[0]->t->data_type == DT_FLOAT && !qg_is_output(g, nd->output[0]) &&
+		    !qg_init(g, nd->output[0]))
+			t = nd->attribute[0]->t;
+		if (!t) {
+			g->node[w++] = nd;
+			continue;
+		}
+		nd->attribute[0]->t = NULL;
+		if (t->name && t->name != protobuf_c_empty_string)
+			free(t->name);
+		t->name = xstrdup(nd->output[0]);
+		g->initializer = xreallocarray(g->initializer, g->n_initializer + 1, sizeof *g->initializer);
+		g->initializer[g->n_initializer++] = t;
+		onnx__node_proto__free_unpacked(nd, NULL);
+	}
+	g->n_node = w;
+}
+
 int quant_model(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep)
 {
+	if (o->mode != QMODE_FP16 && m->proto->graph && m->proto->ir_version >= 4)
+		hoist_constants(m->proto->graph);
 	switch (o->mode) {
 	case QMODE_DYNAMIC:
 		return quant_dynamic(m, o, rep);

@@ -264,7 +264,7 @@ static int run(StageCtx *c)
 
 const Stage stage_quantize = {
 	.name = "quantize",
-	.version = 3,   /* 3: static QOperator emits the com.microsoft QLinear operators */
+	.version = 4,   /* 3: com.microsoft QLinear operators; 4: Constant weights hoisted */
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = NULL,

@@ -178,10 +178,6 @@ for name, (src, feed) in cases.items():
     np.savez(TMP + "/in_%s.npz" % name, **f16)
     out = TMP + "/out_%s.npz" % name
     r = subprocess.run([Q, "run", path, "-i", TMP + "/in_%s.npz" % name, "-o", out], capture_output=True, text=True)
-    if r.returncode and "on float16 is not supported" in r.stderr:
-        # a kernel of the interpreter without float16 (LSTM today): named, not hidden
-        print("SKIP: %s: our interpreter runs it: %s" % (name, r.stderr.strip().split(": ", 1)[-1][:200]))
-        continue
     if r.returncode:
         say(False, name + ": our interpreter runs it", r.stderr.strip()[:300])
         continue

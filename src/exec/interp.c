@@ -18,10 +18,20 @@
  * until the plan is freed, and tells the kernel which inputs are constants
  * of the plan. A Conv feeding only a BatchNormalization of constant
  * statistics gets the normalization folded into its weights at plan time
- * (see Fold); the fold runs only while no tap watches, so taps still see
- * every tensor of the model. */
+ * (see Fold), and a Relu or Clip reading only a Conv's result (or its
+ * folded normalization's) is applied by the Conv as it stores its results
+ * (see Clamp); both run only while no tap watches, so taps still see every
+ * tensor of the model.
+ *
+ * Reshape, Squeeze, Unsqueeze, Flatten and Identity only relabel their
+ * input's bytes: when input 0 is a node output that dies at that step, the
+ * step takes over its block (see Step.steal; up to STEAL_MAX bytes) and the
+ * kernel copies nothing.
+ * The input keeps pointing at the same bytes until it is released, so taps
+ * and the kernel still read it; only ownership moves. */
 #include "exec/interp.h"
 
+#include <float.h>
 #include <limits.h>
 #include <stdint.h>
 #include <malloc.h>
@@ -60,7 +70,9 @@ typedef struct Step {
 	int folded;               /* computed once at plan time (constant inputs) */
 	OpCache cache;            /* the kernel's memory between runs */
 	struct Fold *fold;        /* Conv: a BatchNormalization folded in, or NULL */
-	int absorbed;             /* BatchNormalization computed by its Conv's fold */
+	struct Clamp *clamp;      /* Conv: a Relu or Clip fused in, or NULL */
+	int absorbed;             /* BatchNormalization, Relu or Clip computed by its Conv */
+	int steal;                /* output 0 may take input 0's block (see interp.c's header) */
 } Step;
 
 /* A Conv whose output only feeds a BatchNormalization of constant
@@ -71,6 +83,15 @@ typedef struct Fold {
 	Tensor w, b;              /* folded weights and bias (float) */
 	int out;                  /* the BatchNormalization's output slot */
 } Fold;
+
+/* A Relu or Clip (constant bounds) whose input is only read by it and is a
+ * Conv's output (or the output of the normalization folded into it): when
+ * no tap watches, the Conv clamps its results as it stores them (RunCtx.clamp)
+ * and writes the activation's output directly. */
+typedef struct Clamp {
+	float v[2];               /* lo, hi */
+	int out;                  /* the activation's output slot */
+} Clamp;
 
 typedef struct NameMap {
 	const char **key;
@@ -117,6 +138,7 @@ struct Interp {
 	size_t nreal;
 	size_t weights;           /* bytes of loaded initializers */
 	size_t live, peak;        /* bytes of live node outputs: now, highest */
+	Tensor *steal;            /* while a steal step runs: its input 0 */
 };
 
 /* ---- names ---- */
@@ -163,6 +185,12 @@ static void map_put(NameMap *m, const char *k, int v)
 	m->key[i] = k;
 	m->val[i] = v;
 }
+
+/* Blocks up to this size move from a relabelling step's input to its
+ * output; larger ones are copied: handing over magika's 16 MiB activations
+ * at batch 32 kept 97 MB more resident (glibc returned other blocks
+ * later), while their copies cost under 1% of its time. */
+#define STEAL_MAX ((size_t)1 << 20)
 
 /* ---- buffer pool ---- */
 
@@ -254,6 +282,18 @@ int op_output(RunCtx *c, size_t i, int dtype, int rank, const int64_t *dims)
 	char *name = t->name;
 	*t = s;
 	t->name = name;
+	Tensor *in = c->interp->steal;
+	if (i == 0 && in && in->owned && in->data && in->nbytes == t->nbytes && in->nbytes <= STEAL_MAX) {
+		/* the dying input's block becomes the output's; the input keeps
+		 * reading the same bytes until it is released */
+		Interp *ip = c->interp;
+		t->data = in->data;
+		t->owned = 1;
+		in->owned = 0; /* its bytes are counted as the output's from now on */
+		ip->live -= ip->live >= in->nbytes ? in->nbytes : ip->live;
+		ip->steal = NULL;
+		return 0;
+	}
 	t->data = pool_get(c->interp, t->nbytes);
 #ifdef __SANITIZE_ADDRESS__
 	/* sanitizer builds fill outputs with 0xff (NaN, -1) so the conformance
@@ -314,6 +354,7 @@ static void plan_free(Plan *p)
 			tensor_free(&p->steps[i].fold->b);
 			free(p->steps[i].fold);
 		}
+		free(p->steps[i].clamp);
 	}
 	free(p->steps);
 	if (p->consts)
@@ -629,10 +670,26 @@ static int nondeterministic(const Onnx__NodeProto *n)
 	return 0;
 }
 
+/* the constant (initializer or folded value) slot s of p stands for,
+ * following outer-scope values into enclosing plans; NULL if it is not one
+ * (an input with a default is not: the caller may override it) */
+static const Tensor *plan_const(const Plan *p, int s)
+{
+	while (s >= 0 && p->vals[s].kind == V_OUTER) {
+		s = p->vals[s].outer;
+		p = p->parent;
+	}
+	if (s < 0 || p->vals[s].kind != V_INIT || !p->consts || !p->consts[s].dtype)
+		return NULL;
+	return &p->consts[s];
+}
+
 /* Constant folding: a node whose inputs are all initializers or folded
- * values runs once here and its outputs become constants of the plan (up to
- * 16 MiB each). A node that fails is left to fail, with its message, when
- * the model runs. */
+ * values (of this plan or an enclosing one: an If body reordering the
+ * main graph's LSTM weights, say) runs once here and its outputs become
+ * constants of the plan (up to 16 MiB each). Plans are folded parents
+ * first. A node that fails is left to fail, with its message, when the
+ * model runs. */
 static void fold_constants(Interp *ip, Plan *p)
 {
 	for (size_t i = 0; i < p->nsteps; i++) {
@@ -643,7 +700,7 @@ static void fold_constants(Interp *ip, Plan *p)
 			ok = n->attribute[a]->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH &&
 			     n->attribute[a]->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS;
 		for (size_t k = 0; ok && k < n->n_input; k++)
-			ok = st->in[k] < 0 || (p->vals[st->in[k]].kind == V_INIT && p->consts[st->in[k]].dtype);
+			ok = st->in[k] < 0 || plan_const(p, st->in[k]);
 		if (!ok)
 			continue;
 		size_t nin = n->n_input, nout = n->n_output;
@@ -651,7 +708,7 @@ static void fold_constants(Interp *ip, Plan *p)
 		Tensor **outs = xcalloc(nout ? nout : 1, sizeof *outs);
 		Tensor *res = xcalloc(nout ? nout : 1, sizeof *res);
 		for (size_t k = 0; k < nin; k++)
-			ins[k] = st->in[k] >= 0 ? &p->consts[st->in[k]] : NULL;
+			ins[k] = st->in[k] >= 0 ? plan_const(p, st->in[k]) : NULL;
 		for (size_t k = 0; k < nout; k++)
 			outs[k] = &res[k];
 		RunCtx c = {
@@ -745,7 +802,42 @@ static int fold_bn(Interp *ip, Plan *p, Step *c, Step *b)
 	return 0;
 }
 
-/* find Conv -> BatchNormalization pairs of p to fold (see Fold) */
+/* Clamp of Conv step c into activation step a (Relu, or Clip with
+ * constant float bounds), or -1 when it does not qualify */
+static int fuse_clamp(Plan *p, Step *c, Step *a)
+{
+	float v[2] = {0, INFINITY};
+	const Onnx__NodeProto *an = a->node;
+	if (an->n_output != 1 || a->out[0] < 0)
+		return -1;
+	if (is_op(a, "Clip") && a->opset < 11) {
+		/* attributes; the kernel's defaults are -FLT_MAX and FLT_MAX */
+		if (attr_float(an, "min", -FLT_MAX, &v[0]) < 0 || attr_float(an, "max", FLT_MAX, &v[1]) < 0)
+			return -1;
+	} else if (is_op(a, "Clip")) {
+		for (size_t k = 1; k < 3; k++) {
+			v[k - 1] = k == 1 ? -INFINITY : INFINITY; /* absent: no bound */
+			if (k >= an->n_input || a->in[k] < 0)
+				continue;
+			const Tensor *t = const_f32(p, a->in[k], 1);
+			if (!t)
+				return -1;
+			v[k - 1] = *(const float *)t->data;
+		}
+	} else if (!is_op(a, "Relu")) {
+		return -1;
+	}
+	Clamp *cl = xmalloc(sizeof *cl);
+	cl->v[0] = v[0];
+	cl->v[1] = v[1];
+	cl->out = a->out[0];
+	c->clamp = cl;
+	a->absorbed = 1;
+	return 0;
+}
+
+/* find Conv -> BatchNormalization pairs of p to fold (see Fold) and
+ * activations after them to fuse (see Clamp) */
 static void fuse_plan(Interp *ip, Plan *p)
 {
 	int *uses = xcalloc(p->nvals ? p->nvals : 1, sizeof *uses);
@@ -771,8 +863,52 @@ static void fuse_plan(Interp *ip, Plan *p)
 		if (is_op(b, "BatchNormalization") && !b->folded && b->in[0] == s)
 			fold_bn(ip, p, c, b);
 	}
+	for (size_t i = 0; i < p->nsteps; i++) {
+		Step *c = &p->steps[i];
+		if (c->folded || !is_op(c, "Conv") || c->node->n_output != 1 || c->out[0] < 0)
+			continue;
+		int s = c->fold ? c->fold->out : c->out[0];
+		if (p->vals[s].kind != V_NODE || p->vals[s].output || uses[s] != 1)
+			continue;
+		Step *a = &p->steps[consumer[s]];
+		if (!a->folded && !a->absorbed && a->node->n_input >= 1 && a->in[0] == s)
+			fuse_clamp(p, c, a);
+	}
 	free(uses);
 	free(consumer);
+}
+
+/* operators whose kernel copies input 0's bytes unchanged into output 0
+ * (copy_reshaped in ops/shape.c, which skips the copy when both are the
+ * same block) */
+static int relabels(const Step *st)
+{
+	static const char *const ops[] = {"Flatten", "Identity", "Reshape", "Squeeze", "Unsqueeze"};
+	for (size_t i = 0; i < ARRAY_LEN(ops); i++)
+		if (is_op(st, ops[i]))
+			return 1;
+	return 0;
+}
+
+/* mark the steps of p whose output may take over input 0's block: a
+ * relabelling operator whose input 0 is a node output (not a graph output)
+ * that dies at that step and is not read twice by it */
+static void plan_steals(Plan *p)
+{
+	for (size_t i = 0; i < p->nsteps; i++) {
+		Step *st = &p->steps[i];
+		if (st->folded || !relabels(st) || st->node->n_input < 1 || st->node->n_output < 1 ||
+		    st->nimplicit)
+			continue;
+		int s = st->in[0], dies = 0, twice = 0;
+		if (s < 0 || p->vals[s].kind != V_NODE || p->vals[s].output)
+			continue;
+		for (size_t k = 0; k < st->nrelease; k++)
+			dies |= st->release[k] == s;
+		for (size_t k = 1; k < st->node->n_input; k++)
+			twice |= st->in[k] == s;
+		st->steal = dies && !twice;
+	}
 }
 
 /* load the initializers of every plan */
@@ -826,6 +962,7 @@ Interp *interp_new(Model *m, const InterpOpts *o)
 		for (size_t i = 0; i < ip->plans.n; i++) {
 			fold_constants(ip, ip->plans.v[i]);
 			fuse_plan(ip, ip->plans.v[i]);
+			plan_steals(ip->plans.v[i]);
 		}
 	Plan *p = ip->main;
 	ip->real_inputs = xcalloc(p->ninputs ? p->ninputs : 1, sizeof *ip->real_inputs);
@@ -966,7 +1103,8 @@ static void release_dead(Interp *ip, Frame *f, const Step *st)
 		int s = st->release[k];
 		if (f->plan->vals[s].kind != V_NODE)
 			continue; /* folded into a constant */
-		ip->live -= ip->live >= f->t[s].nbytes ? f->t[s].nbytes : ip->live;
+		if (f->t[s].owned) /* else its block went to a relabelling step's output */
+			ip->live -= ip->live >= f->t[s].nbytes ? f->t[s].nbytes : ip->live;
 		release_tensor(ip, &f->t[s]);
 		f->ref[s] = NULL;
 	}
@@ -997,6 +1135,7 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 			continue;
 		}
 		const Fold *fd = fusing ? st->fold : NULL;
+		const Clamp *cl = fusing ? st->clamp : NULL;
 		size_t nrun = fd && nin < 3 ? 3 : nin;
 		const Tensor **ins = nrun <= 16 ? inbuf : xcalloc(nrun, sizeof *ins);
 		Tensor **outs = nout <= 16 ? outbuf : xcalloc(nout, sizeof *outs);
@@ -1005,7 +1144,8 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 		int r = 0;
 		uint64_t cin = 0;
 		for (size_t k = 0; k < nin; k++) {
-			if (k < 64 && st->in[k] >= 0 && p->vals[st->in[k]].kind == V_INIT)
+			if (k < 64 && st->in[k] >= 0 && (p->vals[st->in[k]].kind == V_INIT ||
+							    (p->vals[st->in[k]].kind == V_OUTER && plan_const(p, st->in[k]))))
 				cin |= (uint64_t)1 << k;
 			ins[k] = st->in[k] >= 0 ? f->ref[st->in[k]] : NULL;
 			if (st->in[k] >= 0 && !ins[k]) {
@@ -1021,18 +1161,20 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 		}
 		for (size_t k = 0; k < nout; k++) {
 			memset(&scratch[k], 0, sizeof scratch[k]);
-			oslot[k] = fd && k == 0 ? fd->out : st->out[k];
+			oslot[k] = k ? st->out[k] : cl ? cl->out : fd ? fd->out : st->out[0];
 			outs[k] = oslot[k] >= 0 ? &f->t[oslot[k]] : &scratch[k];
 		}
 		if (r == 0) {
 			RunCtx c = {
 				.node = n, .opset = st->opset, .nin = nrun, .nout = nout,
 				.in = ins, .out = outs, .interp = ip, .threads = ip->o.threads,
-				.cache = &st->cache, .const_in = cin,
+				.cache = &st->cache, .const_in = cin, .clamp = cl ? cl->v : NULL,
 			};
 			Frame *saved = ip->cur;
 			ip->cur = f;
+			ip->steal = st->steal ? &f->t[st->in[0]] : NULL;
 			r = st->def->run(&c);
+			ip->steal = NULL;
 			ip->cur = saved;
 			if (r < 0 && strncmp(errmsg(), "node '", 6))
 				error_prefix("node '%s' (%s)", node_label(n, lb, sizeof lb), n->op_type);

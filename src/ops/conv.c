@@ -11,7 +11,10 @@
  * input directly and depthwise ones (one input channel per group) run a
  * direct loop. float32 goes through fgemm on AVX-512 CPUs (weights that are
  * constants of the plan packed once, in the node's cache; bias added as
- * tiles are stored) and cblas_sgemm elsewhere; double through dgemm; the
+ * tiles are stored) and cblas_sgemm elsewhere; double through dgemm. A
+ * Relu or Clip the interpreter fused into the node (RunCtx.clamp) is
+ * applied as results are stored: in fgemm's tiles, or per GEMM tile while
+ * it is in cache. The
  * integer convolutions subtract zero points into doubles, whose dgemm is
  * exact for any realistic reduction length (products of 8-bit values summed
  * below 2^53), and requantize from there. */
@@ -449,7 +452,7 @@ static int64_t *conv_fill_table(const ConvShape *cs, int64_t cg)
 
 typedef struct Implicit {
 	const ConvShape *cs;
-	const float *x, *bias;
+	const float *x, *bias, *clamp;
 	float *y;
 	FgemmA **pa;
 	const int64_t *tab;
@@ -468,7 +471,7 @@ static void implicit_run(void *arg, int64_t lo, int64_t hi)
 	for (int64_t i = lo; i < hi; i++) {
 		int64_t n = i / cs->G, g = i % cs->G;
 		ConvFill f = {cs, im->x + (n * cs->C + g * cg) * cs->isz, im->tab};
-		fgemm_packed_fill(im->pa[g], cs->osz, conv_fill, &f, im->bias ? im->bias + g * mg : NULL,
+		fgemm_packed_fill(im->pa[g], cs->osz, conv_fill, &f, im->bias ? im->bias + g * mg : NULL, im->clamp,
 				  im->y + (n * cs->M + g * mg) * cs->osz, cs->osz, im->threads, buf);
 	}
 }
@@ -476,11 +479,12 @@ static void implicit_run(void *arg, int64_t lo, int64_t hi)
 /* conv_gemm through fgemm with packed weights and the implicit im2col;
  * several images or groups go to the threads whole (one thread start per
  * call rather than per product), one image is split by fgemm */
-static void conv_gemm_implicit(const ConvShape *cs, const float *x, const float *bias, float *y, FgemmA **pa)
+static void conv_gemm_implicit(const ConvShape *cs, const float *x, const float *bias, const float *clamp, float *y,
+			       FgemmA **pa)
 {
 	int64_t all = cs->N * cs->G;
 	int64_t *tab = conv_fill_table(cs, cs->C / cs->G);
-	Implicit im = {cs, x, bias, y, pa, tab, NULL, 1, cs->threads};
+	Implicit im = {cs, x, bias, clamp, y, pa, tab, NULL, 1, cs->threads};
 	int thr = cs->threads < all ? cs->threads : (int)all;
 	if (thr > 1) {
 		im.bufs = conv_scratch(0, sizeof(float) * fgemm_buf_floats() * (size_t)thr);
@@ -531,6 +535,22 @@ static void packs_free(FgemmA **pa, int64_t groups)
 	free(pa);
 }
 
+/* rows x n floats of y (row stride ld) clamped to cl = {lo, hi} as Clip
+ * does (v < lo ? lo : v, then v > hi ? hi : v; NaN passes); cl NULL: none */
+static void clamp_rows(float *y, int64_t rows, int64_t n, int64_t ld, const float *cl)
+{
+	if (!cl)
+		return;
+	float lo = cl[0], hi = cl[1];
+	for (int64_t i = 0; i < rows; i++) {
+		float *r = y + i * ld;
+		for (int64_t j = 0; j < n; j++) {
+			float v = r[j] < lo ? lo : r[j];
+			r[j] = v > hi ? hi : v;
+		}
+	}
+}
+
 /* c = a * b + bias[row]: [m, k] by [k, n] (row strides lda, ldb, ldc),
  * float or double (bias: float only, may be NULL); pa (from packs_new, may be NULL) is the slot of
  * a's packed form for fgemm_packed; else fgemm where the CPU has AVX-512,
@@ -575,8 +595,8 @@ static int64_t conv_images_per_tile(const ConvShape *cs, int64_t kc, size_t es)
 /* conv_gemm for small outputs: per group, nb images are unfolded side by
  * side into one [kc, nb * osz] matrix, multiplied at once into tmp and
  * scattered to their images with the bias */
-static void conv_gemm_batched(const ConvShape *cs, const void *x, const void *w, const float *bias, void *y,
-			      size_t es, int64_t nb, FgemmA **cached)
+static void conv_gemm_batched(const ConvShape *cs, const void *x, const void *w, const float *bias,
+			      const float *clamp, void *y, size_t es, int64_t nb, FgemmA **cached)
 {
 	int64_t cg = cs->C / cs->G, mg = cs->M / cs->G, kc = cg * cs->ksz, osz = cs->osz;
 	int64_t rows = cs->out[0] * cs->out[1];
@@ -607,17 +627,20 @@ static void conv_gemm_batched(const ConvShape *cs, const void *x, const void *w,
 					} else {
 						memcpy(dst, src, (size_t)osz * es);
 					}
+					if (es == 4)
+						clamp_rows((float *)dst, 1, osz, osz, clamp);
 				}
 		}
 	}
 }
 
 /* y[n, m, :] = bias[m] + sum over the group's channels and kernel of w * x;
- * es 4: float with fgemm or sgemm, es 8: double with dgemm (bias NULL: none;
- * only float has one); cached: the weights packed for fgemm per group, kept
- * by the caller (NULL: packed here when fgemm runs) */
-static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const float *bias, void *y, size_t es,
-		      FgemmA **cached)
+ * es 4: float with fgemm or sgemm, es 8: double with dgemm (bias and clamp
+ * NULL: none; only float has them); clamp: a fused Relu or Clip applied as
+ * results are stored (see clamp_rows); cached: the weights packed for
+ * fgemm per group, kept by the caller (NULL: packed here when fgemm runs) */
+static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const float *bias, const float *clamp,
+		      void *y, size_t es, FgemmA **cached)
 {
 	int64_t cg = cs->C / cs->G, mg = cs->M / cs->G, kc = cg * cs->ksz;
 	int64_t ow_n = cs->out[2], rows = cs->out[0] * cs->out[1];
@@ -627,11 +650,13 @@ static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const f
 		if (bias)
 			for (int64_t i = 0; i < cs->N * cs->M * cs->osz; i++)
 				((float *)y)[i] = bias[i / cs->osz % cs->M];
+		if (es == 4)
+			clamp_rows(y, 1, cs->N * cs->M * cs->osz, 0, clamp);
 		return;
 	}
 	int64_t nb = conv_images_per_tile(cs, kc, es);
 	if (nb > 1) {
-		conv_gemm_batched(cs, x, w, bias, y, es, nb, cached);
+		conv_gemm_batched(cs, x, w, bias, clamp, y, es, nb, cached);
 		return;
 	}
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -639,7 +664,7 @@ static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const f
 		for (int64_t g = 0; g < cs->G; g++)
 			if (!cached[g])
 				cached[g] = fgemm_pack_a(mg, kc, (const float *)w + g * mg * kc, kc);
-		conv_gemm_implicit(cs, x, bias, y, cached);
+		conv_gemm_implicit(cs, x, bias, clamp, y, cached);
 		return;
 	}
 #endif
@@ -672,6 +697,8 @@ static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const f
 				void *yt = yg + (size_t)(r0 * ow_n) * es;
 				gemm_es(es, pa ? pa + g : NULL, mg, T, kc, wg, kc, b, T, bias ? bias + g * mg : NULL, yt,
 					cs->osz, cs->threads);
+				if (es == 4) /* while the tile is in cache */
+					clamp_rows(yt, mg, T, cs->osz, clamp);
 			}
 		}
 	}
@@ -906,7 +933,7 @@ static int conv_run(RunCtx *c)
 		memcpy(wd, w->data, w->nbytes);
 		double *yd = c->out[0]->data;
 		if (c->out[0]->numel)
-			conv_gemm(&cs, xd, wd, NULL, yd, 8, NULL);
+			conv_gemm(&cs, xd, wd, NULL, NULL, yd, 8, NULL);
 		if (b)
 			for (int64_t n = 0; n < cs.N; n++)
 				for (int64_t m = 0; m < cs.M; m++) {
@@ -915,6 +942,10 @@ static int conv_run(RunCtx *c)
 					for (int64_t i = 0; i < cs.osz; i++)
 						yd[(n * cs.M + m) * cs.osz + i] += bv;
 				}
+		for (int64_t i = 0; c->clamp && i < c->out[0]->numel; i++) {
+			double v = yd[i] < c->clamp[0] ? c->clamp[0] : yd[i];
+			yd[i] = v > c->clamp[1] ? c->clamp[1] : v;
+		}
 		free(xd);
 		free(wd);
 		return 0;
@@ -936,8 +967,9 @@ static int conv_run(RunCtx *c)
 		DwArgs a = {&cs, xf, wf, bf, y};
 		int thr = cs.N * cs.M * cs.osz * cs.ksz >= 65536 ? c->threads : 1;
 		nn_parallel(thr, cs.N * cs.M, dw_rows, &a);
+		clamp_rows(y, 1, c->out[0]->numel, 0, c->clamp);
 	} else {
-		conv_gemm(&cs, xf, wf, bf, y, 4, conv_cached_packs(c, w, &cs));
+		conv_gemm(&cs, xf, wf, bf, c->clamp, y, 4, conv_cached_packs(c, w, &cs));
 	}
 	nn_f32_done(c->out[0], ty);
 	free(tx);
@@ -1227,7 +1259,7 @@ static int qconv_acc(RunCtx *c, const Tensor *x, const Tensor *xzp, const Tensor
 	int64_t n = cs->N * cs->M * cs->osz;
 	*acc = xmalloc(sizeof(double) * (size_t)(n ? n : 1));
 	if (n)
-		conv_gemm(cs, xd, wd, NULL, *acc, 8, NULL);
+		conv_gemm(cs, xd, wd, NULL, NULL, *acc, 8, NULL);
 	free(xd);
 	free(wd);
 	return 0;

@@ -160,11 +160,23 @@ AVX512 static void kernel_rows(int64_t kc, const float *a, int64_t lda, const fl
 	kernel_body(kc, a, lda, 1, bp, t);
 }
 
-/* c (mr x nr of the tile, row stride ldc) = t, or += t when add */
+/* v clamped to [cl[0], cl[1]] as Clip does: v < lo ? lo : v, then
+ * v > hi ? hi : v (NaN passes) */
+static inline float clamp1(float v, const float *cl)
+{
+	v = v < cl[0] ? cl[0] : v;
+	return v > cl[1] ? cl[1] : v;
+}
+
+/* c (mr x nr of the tile, row stride ldc) = t, or += t when add; then
+ * clamped when cl (the last block of k) */
 AVX512 static void tile_store(const float *t, int64_t mr, int64_t nr, float *c, int64_t ldc, int add,
-				const float *rb)
+				const float *rb, const float *cl)
 {
 	if (nr == NR) {
+		/* max(lo, v) and min(hi, v) return their second operand v on
+		 * equality and NaN, as clamp1 does */
+		__m512 lo = _mm512_set1_ps(cl ? cl[0] : 0), hi = _mm512_set1_ps(cl ? cl[1] : 0);
 		for (int64_t i = 0; i < mr; i++) {
 			float *cr = c + i * ldc;
 			__m512 v0 = _mm512_loadu_ps(t + i * NR), v1 = _mm512_loadu_ps(t + i * NR + 16);
@@ -176,6 +188,10 @@ AVX512 static void tile_store(const float *t, int64_t mr, int64_t nr, float *c, 
 				v0 = _mm512_add_ps(v0, _mm512_loadu_ps(cr));
 				v1 = _mm512_add_ps(v1, _mm512_loadu_ps(cr + 16));
 			}
+			if (cl) {
+				v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
+				v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
+			}
 			_mm512_storeu_ps(cr, v0);
 			_mm512_storeu_ps(cr + 16, v1);
 		}
@@ -184,7 +200,8 @@ AVX512 static void tile_store(const float *t, int64_t mr, int64_t nr, float *c, 
 	for (int64_t i = 0; i < mr; i++)
 		for (int64_t j = 0; j < nr; j++) {
 			float v = rb ? t[i * NR + j] + rb[i] : t[i * NR + j];
-			c[i * ldc + j] = add ? c[i * ldc + j] + v : v;
+			v = add ? c[i * ldc + j] + v : v;
+			c[i * ldc + j] = cl ? clamp1(v, cl) : v;
 		}
 }
 /* c[i, j] = bias[i] + dot(row i of a, column j of b) for n < 16
@@ -259,12 +276,13 @@ static void kernel_rows(int64_t kc, const float *a, int64_t lda, const float *bp
 }
 
 static void tile_store(const float *t, int64_t mr, int64_t nr, float *c, int64_t ldc, int add,
-		       const float *rb)
+		       const float *rb, const float *cl)
 {
 	for (int64_t i = 0; i < mr; i++)
 		for (int64_t j = 0; j < nr; j++) {
 			float v = rb ? t[i * NR + j] + rb[i] : t[i * NR + j];
-			c[i * ldc + j] = add ? c[i * ldc + j] + v : v;
+			v = add ? c[i * ldc + j] + v : v;
+			c[i * ldc + j] = cl ? v < cl[0] ? cl[0] : v > cl[1] ? cl[1] : v : v;
 		}
 }
 static void small_rows(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *bt,
@@ -319,6 +337,7 @@ typedef struct Job {
 	float *c;
 	int beta;
 	const float *bias;        /* per row of c, or NULL */
+	const float *clamp;       /* {lo, hi} applied to the final results, or NULL */
 	float *bufs;              /* per piece: NC * KC + MR * KC floats */
 	int64_t pieces;
 } Job;
@@ -374,7 +393,8 @@ static void run_cols(void *arg, int64_t plo, int64_t phi)
 					else
 						kernel_rows(kc, edge, kc, bj, t);
 					tile_store(t, mr, nr, g->c + ir * g->ldc + jr, g->ldc, add,
-						   g->bias && k0 == 0 ? g->bias + ir : NULL);
+						   g->bias && k0 == 0 ? g->bias + ir : NULL,
+						   k0 + kc >= g->k ? g->clamp : NULL);
 				}
 			}
 		}
@@ -432,11 +452,11 @@ size_t fgemm_buf_floats(void)
 	return PIECE_FLOATS;
 }
 
-void fgemm_packed_fill(const FgemmA *a, int64_t n, FgemmFill fill, void *ctx, const float *bias, float *c,
-		       int64_t ldc, int threads, float *buf)
+void fgemm_packed_fill(const FgemmA *a, int64_t n, FgemmFill fill, void *ctx, const float *bias,
+		       const float *clamp, float *c, int64_t ldc, int threads, float *buf)
 {
 	Job g = {.fill = fill, .ctx = ctx, .pa = a, .m = a->m, .k = a->k, .n = n, .ldc = ldc, .c = c,
-		 .bias = bias, .bufs = buf};
+		 .bias = bias, .clamp = clamp, .bufs = buf};
 	run(&g, threads);
 }
 

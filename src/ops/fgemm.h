@@ -41,12 +41,14 @@ void fgemm_packed(const FgemmA *a, int64_t n, const float *b, int64_t ldb, const
  * of the last panel past nc zero. Called from several threads at once. */
 #define FGEMM_NR 32
 typedef void (*FgemmFill)(void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *bp);
-/* c[m, n] = a * b + bias[m] (bias may be NULL) with b from fill; buf:
- * fgemm_buf_floats() floats of scratch for a call that stays in this
- * thread (for callers that run their own threads), or NULL: the calling
- * thread's own, and up to threads threads */
-void fgemm_packed_fill(const FgemmA *a, int64_t n, FgemmFill fill, void *ctx, const float *bias, float *c,
-		       int64_t ldc, int threads, float *buf);
+/* c[m, n] = a * b + bias[m] (bias may be NULL) with b from fill, each
+ * result clamped as it is stored when clamp ({lo, hi}: v < lo ? lo : v,
+ * then v > hi ? hi : v, as Clip does; NULL: none); buf: fgemm_buf_floats()
+ * floats of scratch for a call that stays in this thread (for callers that
+ * run their own threads), or NULL: the calling thread's own, and up to
+ * threads threads */
+void fgemm_packed_fill(const FgemmA *a, int64_t n, FgemmFill fill, void *ctx, const float *bias,
+		       const float *clamp, float *c, int64_t ldc, int threads, float *buf);
 size_t fgemm_buf_floats(void);
 
 /* b packed once, for several products with the same right operand */

@@ -108,6 +108,10 @@ typedef struct RunCtx {
 	int threads;              /* threads the kernel may use */
 	OpCache *cache;           /* NULL: none (outside the interpreter) */
 	uint64_t const_in;        /* bit i: input i holds the same data every run */
+	/* NULL, or {lo, hi}: the interpreter fused a Relu or Clip into this
+	 * node (Conv only), whose output 0 must hold v < lo ? lo : v, then
+	 * v > hi ? hi : v, as Clip computes (NaN passes) */
+	const float *clamp;
 } RunCtx;
 
 /* Allocate output i with the given type and shape. Contents are

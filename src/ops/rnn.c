@@ -9,13 +9,17 @@
  * forward/reverse/bidirectional, activations with their alpha/beta, clip,
  * sequence_lens (finished batch entries keep their state and emit zeros),
  * initial states, peepholes, input_forget, linear_before_reset and layout.
- * Float32 only; other types are a named error. */
+ * Types float, float16 and double compute in float32, as the other float
+ * kernels do (nn.h): constant weights (W, R, B, P) are converted once per
+ * plan and kept in the node's cache, the other inputs on every call, and
+ * the outputs are converted back; other types are a named error. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "ops/nn.h"
 #include "ops/op.h"
 #include "ops/shapeutil.h"
 #include "util.h"
@@ -237,10 +241,11 @@ static float clipf(float v, float c)
 	return v;
 }
 
-static int check_f32(RunCtx *c, const Tensor *t, const char *what, int rank, const int64_t *dims)
+/* t has X's type and the given shape */
+static int check_in(RunCtx *c, const Tensor *t, int dt, const char *what, int rank, const int64_t *dims)
 {
-	if (t->dtype != DT_FLOAT)
-		return op_unsupported_type(c->node, c->opset, t->dtype);
+	if (t->dtype != dt)
+		return op_error(c->node, "%s is %s, expected %s like X", what, dtype_name(t->dtype), dtype_name(dt));
 	int ok = t->rank == rank;
 	for (int i = 0; ok && i < rank; i++)
 		ok = t->dims[i] == dims[i];
@@ -250,6 +255,48 @@ static int check_f32(RunCtx *c, const Tensor *t, const char *what, int rank, con
 				shape_str(t->rank, t->dims, a, sizeof a), shape_str(rank, dims, b, sizeof b));
 	}
 	return 0;
+}
+
+/* Float32 copies of constant inputs that are not float32, by input index,
+ * converted on the first run of a plan and kept in the node's cache. */
+typedef struct RnnCache {
+	const void *src[8];       /* the data each copy was made from */
+	float *f[8];
+} RnnCache;
+
+static void rnncache_release(void *p)
+{
+	RnnCache *rc = p;
+	for (int i = 0; rc && i < 8; i++)
+		free(rc->f[i]);
+	free(rc);
+}
+
+/* float32 data of input i (NULL when absent): its own data when float32,
+ * the cached copy when it is a constant of the plan, else a copy made now
+ * in *tmp (the caller frees it) */
+static const float *rnn_f32(RunCtx *c, size_t i, float **tmp)
+{
+	const Tensor *t = i < c->nin ? c->in[i] : NULL;
+	*tmp = NULL;
+	if (!t)
+		return NULL;
+	if (t->dtype == DT_FLOAT || i >= 8 || !c->cache || !(c->const_in & ((uint64_t)1 << i)))
+		return nn_f32_in(c, t, tmp);
+	RnnCache *rc = c->cache->p;
+	if (!rc) {
+		rc = xcalloc(1, sizeof *rc);
+		c->cache->p = rc;
+		c->cache->release = rnncache_release;
+	}
+	if (!rc->f[i] || rc->src[i] != t->data) {
+		if (!rc->f[i])
+			c->cache->bytes += sizeof(float) * (size_t)t->numel;
+		free(rc->f[i]);
+		rc->f[i] = nn_f32_copy(t);
+		rc->src[i] = t->data;
+	}
+	return rc->f[i];
 }
 
 /* n floats (at least one) */
@@ -286,7 +333,7 @@ static int rnn_run_cell(RunCtx *c, int cell)
 	const Tensor *b = opt_in(c, 3), *sl = opt_in(c, 4), *h0 = opt_in(c, 5);
 	const Tensor *c0 = cell == CELL_LSTM ? opt_in(c, 6) : NULL;
 	const Tensor *p = cell == CELL_LSTM ? opt_in(c, 7) : NULL;
-	if (x->dtype != DT_FLOAT)
+	if (x->dtype != DT_FLOAT && x->dtype != DT_FLOAT16 && x->dtype != DT_DOUBLE)
 		return op_unsupported_type(c->node, c->opset, x->dtype);
 	if (x->rank != 3)
 		return op_error(c->node, "X must have rank 3, has %d", x->rank);
@@ -297,9 +344,10 @@ static int rnn_run_cell(RunCtx *c, int cell)
 		return op_error(c->node, "hidden_size is required");
 	int64_t dw[3] = {nd, G * hid, isz}, dr[3] = {nd, G * hid, hid}, db[2] = {nd, 2 * G * hid};
 	int64_t dh[3] = {a.layout ? batch : nd, a.layout ? nd : batch, hid}, dp[2] = {nd, 3 * hid};
-	if (check_f32(c, w, "W", 3, dw) < 0 || check_f32(c, r, "R", 3, dr) < 0 ||
-	    (b && check_f32(c, b, "B", 2, db) < 0) || (h0 && check_f32(c, h0, "initial_h", 3, dh) < 0) ||
-	    (c0 && check_f32(c, c0, "initial_c", 3, dh) < 0) || (p && check_f32(c, p, "P", 2, dp) < 0))
+	int dt = x->dtype;
+	if (check_in(c, w, dt, "W", 3, dw) < 0 || check_in(c, r, dt, "R", 3, dr) < 0 ||
+	    (b && check_in(c, b, dt, "B", 2, db) < 0) || (h0 && check_in(c, h0, dt, "initial_h", 3, dh) < 0) ||
+	    (c0 && check_in(c, c0, dt, "initial_c", 3, dh) < 0) || (p && check_in(c, p, dt, "P", 2, dp) < 0))
 		return -1;
 	if (sl && ((sl->dtype != DT_INT32 && sl->dtype != DT_INT64) || sl->numel != batch))
 		return op_error(c->node, "sequence_lens must be int32 [%lld]", (long long)batch);
@@ -321,13 +369,18 @@ static int rnn_run_cell(RunCtx *c, int cell)
 	}
 	int ret = -1;
 	float *xw = NULL, *hr = NULL, *h = NULL, *cs = NULL, *tmp = NULL, *gates = NULL;
-	if ((c->nout > 0 && op_output(c, 0, DT_FLOAT, 4, dy) < 0) ||
-	    (c->nout > 1 && op_output(c, 1, DT_FLOAT, 3, dh) < 0) ||
-	    (cell == CELL_LSTM && c->nout > 2 && op_output(c, 2, DT_FLOAT, 3, dh) < 0))
+	/* float32 views of the inputs (in[i] -> fin[i], copies in ftmp[i]) and
+	 * float32 buffers of the outputs (copies in otmp) */
+	float *ftmp[8] = {0}, *otmp[3] = {0};
+	const float *fin[8] = {0};
+	float *Y = NULL, *Yh = NULL, *Yc = NULL;
+	for (size_t i = 0; i < 8; i++) /* every type was checked: no error here */
+		if (i != 4)
+			fin[i] = rnn_f32(c, i, &ftmp[i]);
+	if ((c->nout > 0 && !(Y = nn_f32_out(c, 0, dt, 4, dy, &otmp[0]))) ||
+	    (c->nout > 1 && !(Yh = nn_f32_out(c, 1, dt, 3, dh, &otmp[1]))) ||
+	    (cell == CELL_LSTM && c->nout > 2 && !(Yc = nn_f32_out(c, 2, dt, 3, dh, &otmp[2]))))
 		goto out;
-	float *Y = c->nout > 0 ? c->out[0]->data : NULL;
-	float *Yh = c->nout > 1 ? c->out[1]->data : NULL;
-	float *Yc = cell == CELL_LSTM && c->nout > 2 ? c->out[2]->data : NULL;
 	int64_t gh = G * hid, rows = seq * batch;
 	xw = falloc(rows * gh);
 	hr = falloc(batch * gh);
@@ -335,13 +388,13 @@ static int rnn_run_cell(RunCtx *c, int cell)
 	cs = falloc(batch * hid);
 	tmp = falloc(batch * hid);
 	gates = falloc(gh);
-	const float *X = x->data;
+	const float *X = fin[0];
 	for (int di = 0; di < a.ndir; di++) {
-		const float *W = (const float *)w->data + di * gh * isz;
-		const float *R = (const float *)r->data + di * gh * hid;
-		const float *Wb = b ? (const float *)b->data + di * 2 * gh : NULL;
+		const float *W = fin[1] + di * gh * isz;
+		const float *R = fin[2] + di * gh * hid;
+		const float *Wb = b ? fin[3] + di * 2 * gh : NULL;
 		const float *Rb = b ? Wb + gh : NULL;
-		const float *P = p ? (const float *)p->data + di * 3 * hid : NULL;
+		const float *P = p ? fin[7] + di * 3 * hid : NULL;
 		const Act *f = a.act[di];
 		int rev = a.dirs[di];
 		/* input projection of every (time, batch) row */
@@ -354,8 +407,8 @@ static int rnn_run_cell(RunCtx *c, int cell)
 			for (int64_t k = 0; k < hid; k++) {
 				/* initial states: [nd, batch, hid] or [batch, nd, hid] */
 				int64_t o = a.layout ? (bi * nd + di) * hid + k : (di * batch + bi) * hid + k;
-				h[bi * hid + k] = h0 ? ((const float *)h0->data)[o] : 0;
-				cs[bi * hid + k] = c0 ? ((const float *)c0->data)[o] : 0;
+				h[bi * hid + k] = h0 ? fin[5][o] : 0;
+				cs[bi * hid + k] = c0 ? fin[6][o] : 0;
 			}
 		for (int64_t step = 0; step < seq; step++) {
 			int64_t t = rev ? seq - 1 - step : step;
@@ -441,8 +494,17 @@ static int rnn_run_cell(RunCtx *c, int cell)
 				memcpy(Yc + o, cs + bi * hid, sizeof *cs * (size_t)hid);
 		}
 	}
+	for (size_t i = 0; i < 3; i++)
+		if (otmp[i]) {
+			nn_f32_done(c->out[i], otmp[i]);
+			otmp[i] = NULL;
+		}
 	ret = 0;
 out:
+	for (size_t i = 0; i < 8; i++)
+		free(ftmp[i]);
+	for (size_t i = 0; i < 3; i++)
+		free(otmp[i]);
 	free(lens);
 	free(xw);
 	free(hr);

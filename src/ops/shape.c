@@ -9,6 +9,7 @@
  * come out concrete or symbolic instead of unknown. */
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +32,9 @@ static void pass_symval(InferCtx *c, const ValueType *in, ValueType *out)
 	free(d);
 }
 
-/* out = copy of t's data with a new shape */
+/* out = copy of t's data with a new shape; the interpreter may have handed
+ * t's own block to the output (t dies here, see exec/interp.c), then there
+ * is nothing to copy */
 static int copy_reshaped(RunCtx *c, const Tensor *t, int rank, const int64_t *dims)
 {
 	if (op_output(c, 0, t->dtype, rank, dims) < 0)
@@ -39,7 +42,7 @@ static int copy_reshaped(RunCtx *c, const Tensor *t, int rank, const int64_t *di
 	if (c->out[0]->nbytes != t->nbytes)
 		return op_error(c->node, "cannot reshape %lld elements into %lld",
 				(long long)t->numel, (long long)c->out[0]->numel);
-	if (t->nbytes)
+	if (t->nbytes && c->out[0]->data != t->data)
 		memcpy(c->out[0]->data, t->data, t->nbytes);
 	return 0;
 }
@@ -818,51 +821,153 @@ static int transpose_infer(InferCtx *c)
 	return 0;
 }
 
-/* generic strided copy: dst packed in dims, src element offset of each
- * destination index given by strides (elements) */
+/* ---- strided copies (Transpose, Slice) ---- */
+
+/* Drop axes of size 1 and merge neighbours that are contiguous in the
+ * source (the outer axis's stride is the inner one's times its size):
+ * Slice of whole rows and Transpose of [1, 512, 256, 1] become one memcpy
+ * or one 2-D transpose. Returns the merged rank. */
+static int merge_axes(int r, const int64_t *dims, const int64_t *st, int64_t *md, int64_t *ms)
+{
+	int n = 0;
+	for (int k = 0; k < r; k++) {
+		if (dims[k] == 1)
+			continue;
+		if (n && ms[n - 1] == st[k] * dims[k]) {
+			md[n - 1] *= dims[k];
+			ms[n - 1] = st[k];
+			continue;
+		}
+		md[n] = dims[k];
+		ms[n] = st[k];
+		n++;
+	}
+	return n;
+}
+
+/* An odometer over n axes (sizes d) moving a source and a destination
+ * offset by their strides (elements). */
+typedef struct Odo {
+	int n;
+	int64_t d[QM_MAX_RANK], ss[QM_MAX_RANK], ds[QM_MAX_RANK], idx[QM_MAX_RANK];
+	int64_t so, doff;
+} Odo;
+
+/* advance; 0 once every index has wrapped */
+static int odo_next(Odo *o)
+{
+	for (int k = o->n - 1; k >= 0; k--) {
+		if (++o->idx[k] < o->d[k]) {
+			o->so += o->ss[k];
+			o->doff += o->ds[k];
+			return 1;
+		}
+		o->idx[k] = 0;
+		o->so -= o->ss[k] * (o->d[k] - 1);
+		o->doff -= o->ds[k] * (o->d[k] - 1);
+	}
+	return 0;
+}
+
+/* n elements of size es from s (stride st elements, may be negative)
+ * into packed d; elements move with memcpy of a constant size (one load
+ * and store: tensor data need not be aligned) */
+static void copy_run(char *d, const char *s, size_t es, int64_t n, int64_t st)
+{
+	if (st == 1) {
+		memcpy(d, s, (size_t)n * es);
+		return;
+	}
+	switch (es) {
+#define RUN(E) \
+	for (int64_t j = 0; j < n; j++) \
+		memcpy(d + j * E, s + (ptrdiff_t)(j * st) * E, E); \
+	break;
+	case 1: RUN(1)
+	case 2: RUN(2)
+	case 4: RUN(4)
+	case 8: RUN(8)
+#undef RUN
+	default:
+		for (int64_t j = 0; j < n; j++)
+			memcpy(d + (size_t)j * es, s + (ptrdiff_t)(j * st) * (ptrdiff_t)es, es);
+	}
+}
+
+/* dst[i * ldd + j] = src[i + j * lds] for i < rows, j < cols: a 2-D
+ * transpose in 32 x 32 blocks, so both sides stay in cache */
+static void transpose_2d(char *dst, const char *src, size_t es, int64_t rows, int64_t cols, int64_t ldd,
+			 int64_t lds)
+{
+	enum { B = 32 };
+	for (int64_t i0 = 0; i0 < rows; i0 += B) {
+		int64_t i1 = i0 + B < rows ? i0 + B : rows;
+		for (int64_t j0 = 0; j0 < cols; j0 += B) {
+			int64_t j1 = j0 + B < cols ? j0 + B : cols;
+			switch (es) {
+#define BLOCK(E) \
+	for (int64_t i = i0; i < i1; i++) { \
+		char *d = dst + (ptrdiff_t)(i * ldd) * E; \
+		const char *s = src + (ptrdiff_t)i * E; \
+		for (int64_t j = j0; j < j1; j++) \
+			memcpy(d + j * E, s + (ptrdiff_t)(j * lds) * E, E); \
+	} \
+	break;
+			case 1: BLOCK(1)
+			case 2: BLOCK(2)
+			case 4: BLOCK(4)
+			case 8: BLOCK(8)
+#undef BLOCK
+			default:
+				for (int64_t i = i0; i < i1; i++)
+					for (int64_t j = j0; j < j1; j++)
+						memcpy(dst + (ptrdiff_t)(i * ldd + j) * (ptrdiff_t)es,
+						       src + (ptrdiff_t)(i + j * lds) * (ptrdiff_t)es, es);
+			}
+		}
+	}
+}
+
+/* Strided copy: dst packed in dims, the source element of each destination
+ * index at base + sum(index * strides) (elements). After merge_axes, a
+ * contiguous innermost axis is copied in runs with memcpy; otherwise, when
+ * another axis is contiguous in the source (a transpose), those two axes
+ * are copied as blocked 2-D transposes; else element by element. */
 static void strided_copy(char *dst, const char *src, size_t es, int r, const int64_t *dims,
 			 const int64_t *strides, int64_t base)
 {
 	if (shape_numel(r, dims) == 0)
 		return;
-	if (r == 0) {
-		memcpy(dst, src + (size_t)base * es, es);
+	int64_t md[QM_MAX_RANK], ms[QM_MAX_RANK], dst_st[QM_MAX_RANK];
+	int n = merge_axes(r, dims, strides, md, ms);
+	src += (size_t)base * es;
+	if (n == 0) {
+		memcpy(dst, src, es);
 		return;
 	}
-	int64_t idx[QM_MAX_RANK] = {0};
-	int64_t inner = dims[r - 1], ist = strides[r - 1];
-	do {
-		int64_t off = base;
-		for (int k = 0; k < r - 1; k++)
-			off += idx[k] * strides[k];
-		const char *s = src + off * (int64_t)es;
-		switch (ist == 1 ? 0 : es) {
-		case 0:
-			memcpy(dst, s, (size_t)inner * es);
-			break;
-		case 1:
-			for (int64_t j = 0; j < inner; j++)
-				dst[j] = s[j * ist];
-			break;
-		case 2:
-			for (int64_t j = 0; j < inner; j++)
-				memcpy(dst + 2 * j, s + 2 * j * ist, 2);
-			break;
-		case 4:
-			for (int64_t j = 0; j < inner; j++)
-				memcpy(dst + 4 * j, s + 4 * j * ist, 4);
-			break;
-		case 8:
-			for (int64_t j = 0; j < inner; j++)
-				memcpy(dst + 8 * j, s + 8 * j * ist, 8);
-			break;
-		default:
-			for (int64_t j = 0; j < inner; j++)
-				memcpy(dst + es * (size_t)j, s + (int64_t)es * j * ist, es);
-			break;
+	dst_st[n - 1] = 1;
+	for (int k = n - 2; k >= 0; k--)
+		dst_st[k] = dst_st[k + 1] * md[k + 1];
+	int t = -1; /* an outer axis contiguous in the source */
+	for (int k = 0; k < n - 1 && ms[n - 1] != 1; k++)
+		if (ms[k] == 1)
+			t = k;
+	Odo o = {0};
+	for (int k = 0; k < n - 1; k++)
+		if (k != t) {
+			o.d[o.n] = md[k];
+			o.ss[o.n] = ms[k];
+			o.ds[o.n] = dst_st[k];
+			o.n++;
 		}
-		dst += (size_t)inner * es;
-	} while (index_next(idx, dims, r - 1) >= 0);
+	do {
+		char *d = dst + (ptrdiff_t)o.doff * (ptrdiff_t)es;
+		const char *s = src + (ptrdiff_t)o.so * (ptrdiff_t)es;
+		if (t >= 0)
+			transpose_2d(d, s, es, md[t], md[n - 1], dst_st[t], ms[n - 1]);
+		else
+			copy_run(d, s, es, md[n - 1], ms[n - 1]);
+	} while (odo_next(&o));
 }
 
 static int transpose_run(RunCtx *c)

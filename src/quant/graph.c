@@ -134,18 +134,7 @@ int qg_has_consumer(const Onnx__GraphProto *g, const char *name, const Onnx__Nod
  * (a body that defines name itself still counts: a harmless keep) */
 static int read_anywhere(const Onnx__GraphProto *g, const char *name)
 {
-	if (qg_has_consumer(g, name, NULL))
-		return 1;
-	for (size_t i = 0; i < g->n_node; i++)
-		for (size_t k = 0; k < g->node[i]->n_attribute; k++) {
-			const Onnx__AttributeProto *a = g->node[i]->attribute[k];
-			if (a->g && read_anywhere(a->g, name))
-				return 1;
-			for (size_t j = 0; j < a->n_graphs; j++)
-				if (read_anywhere(a->graphs[j], name))
-					return 1;
-		}
-	return 0;
+	return qg_has_consumer(g, name, NULL) || qg_read_in_subgraphs(g, name);
 }
 
 int qg_read_in_subgraphs(const Onnx__GraphProto *g, const char *name)

@@ -665,6 +665,10 @@ bad "calibration with dynamic is refused" 1 "quantize.calibration is only used b
 	"source = float.onnx" "quantize = dynamic" "quantize.calibration = good.npy"
 bad "static-only keys with dynamic are refused" 1 "quantize.method is only used by quantize = static" \
 	"source = float.onnx" "quantize = dynamic" "quantize.method = entropy"
+bad "target = gpu refuses dynamic with the reason" 1 "quantize.target = gpu cannot run quantize = dynamic: onnxruntime has no GPU kernels for DynamicQuantizeLinear, MatMulInteger and ConvInteger; use quantize = fp16 or quantize = static" \
+	"source = float.onnx" "quantize = dynamic" "quantize.target = gpu"
+bad "target = gpu refuses qoperator with the reason" 1 "quantize.target = gpu cannot run quantize.format = qoperator" \
+	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.format = qoperator" "quantize.target = gpu"
 bad "percentile without the percentile method" 1 "quantize.percentile is only used by quantize.method = percentile" \
 	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.percentile = 99"
 

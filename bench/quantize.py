@@ -1,6 +1,6 @@
 """Quantization against onnxruntime's quantizer, in one run on one machine.
 
-    .venv/bin/python bench/quantize.py [--quantmake obj/h2/quantmake] [--samples 100] [--jobs 1]
+    .venv/bin/python bench/quantize.py [--quantmake ./quantmake] [--samples 100] [--jobs 1]
                                        [--models digits,cnn,digits-cnn,digits-vit,magika,silero,silero-ifless]
 
 Models:

@@ -497,16 +497,15 @@ static int action_threads(const Build *b)
 {
 	if (b->o->jobserver && js.r >= 0)
 		return 1;
+	/* a model's actions are contiguous in b->acts (expand_model) */
 	size_t models = 0;
+	const Section *last = NULL;
 	for (size_t i = 0; i < b->nacts; i++) {
 		const Action *x = b->acts[i];
-		if (!x->needed || (x->state != A_PENDING && x->state != A_RUNNING))
+		if (!x->needed || (x->state != A_PENDING && x->state != A_RUNNING) || x->model == last)
 			continue;
-		size_t j = 0;
-		while (j < i && !(b->acts[j]->model == x->model && b->acts[j]->needed &&
-				  (b->acts[j]->state == A_PENDING || b->acts[j]->state == A_RUNNING)))
-			j++;
-		models += j == i;
+		last = x->model;
+		models++;
 	}
 	int t = models ? b->o->jobs / (int)models : b->o->jobs;
 	return t < 1 ? 1 : t;

@@ -474,41 +474,21 @@ static int dynquant_run(RunCtx *c)
 
 #define MS_OPSET 13
 
-static int ms_quantize_infer(InferCtx *c)
-{
-	int64_t o = c->opset;
-	c->opset = MS_OPSET;
-	int r = quantize_infer(c);
-	c->opset = o;
-	return r;
-}
+/* fn run as the ONNX operator at MS_OPSET */
+#define AT_MS_OPSET(name, fn, Ctx)           \
+	static int name(Ctx *c)              \
+	{                                    \
+		int64_t o = c->opset;        \
+		c->opset = MS_OPSET;         \
+		int r = fn(c);               \
+		c->opset = o;                \
+		return r;                    \
+	}
 
-static int ms_quantize_run(RunCtx *c)
-{
-	int64_t o = c->opset;
-	c->opset = MS_OPSET;
-	int r = quantize_run(c);
-	c->opset = o;
-	return r;
-}
-
-static int ms_dequantize_infer(InferCtx *c)
-{
-	int64_t o = c->opset;
-	c->opset = MS_OPSET;
-	int r = dequantize_infer(c);
-	c->opset = o;
-	return r;
-}
-
-static int ms_dequantize_run(RunCtx *c)
-{
-	int64_t o = c->opset;
-	c->opset = MS_OPSET;
-	int r = dequantize_run(c);
-	c->opset = o;
-	return r;
-}
+AT_MS_OPSET(ms_quantize_infer, quantize_infer, InferCtx)
+AT_MS_OPSET(ms_quantize_run, quantize_run, RunCtx)
+AT_MS_OPSET(ms_dequantize_infer, dequantize_infer, InferCtx)
+AT_MS_OPSET(ms_dequantize_run, dequantize_run, RunCtx)
 
 OPERATOR(com_microsoft, DequantizeLinear, 1, ms_dequantize_infer, ms_dequantize_run)
 OPERATOR(com_microsoft, QuantizeLinear, 1, ms_quantize_infer, ms_quantize_run)

@@ -407,6 +407,23 @@ st=$?
 [ $st -eq 0 ] && grep -q "^verify: ol2: the gates pass with 2 nodes left in float; .*: quantize.exclude-nodes = fc2 fc1\$" "$TMPD/log_ax2" &&
 	! grep -q 'round 3' "$TMPD/log_ax2" && pass "auto-exclusion stops at the first passing round (two nodes)" ||
 	fail "auto-exclusion stops at the first passing round (two nodes)" "status $st: $(grep '^verify: ol2: [a-z]' "$TMPD/log_ax2")"
+# gates no quantization can meet: auto-exclusion goes on through the nodes
+# whose own step adds no noise until one quantized node is left (leaving it
+# in float too would leave nothing to quantize: an error, said as the reason
+# to stop)
+olrules ol 12
+sed -i 's/^verify.min-sqnr = 30$/verify.min-sqnr = 300/' "$O/rules/m.rules"
+expect_err "auto-exclusion tries every quantized node before giving up" 1 "model 'ol': [12] verify gates? failed with [0-9]+ nodes left in float by verify.auto-exclude = 12" "$Q" -C "$O"
+"$PY" -c "
+import json
+r = json.load(open('$O/build/ol/failed/verify/verify.json'))
+q = json.load(open('$O/build/ol/quant.json'))
+every = {n['name'] for n in q['nodes'] if n['status'] == 'quantized'} | {'fc2'}
+got = r['auto_exclude']['excluded']
+assert len(got) == len(set(got)) == len(every) - 1 and set(got) < every, (got, every)
+" 2>"$TMPD/err" && grep -q "^verify: ol: auto-exclude: stopping before [a-z0-9_]*: .*nothing to quantize" "$TMPD/.stderr" &&
+	pass "auto-exclusion left every quantized node but the last in float in turn" ||
+	fail "auto-exclusion left every quantized node but the last in float in turn" "$(tail -1 "$TMPD/err") $(grep stopping "$TMPD/.stderr")"
 printf '[model old]\nsource = ol.onnx\nquantize = dynamic\nverify.data = test.npz\nverify.min-sqnr = 30\nverify.auto-exclude = 2\n' > "$O/rules/m.rules"
 "$Q" -C "$O" > "$TMPD/log_ax3" 2>&1
 st=$?

@@ -386,17 +386,47 @@ static void push_candidate(PtrVec *out, const char *name, size_t len)
 	pv_push(out, xstrndup(name, len));
 }
 
+static void push_qnodes(PtrVec *out, const ErrStats *e)
+{
+	for (const char *s = e->qnodes; s && *s;) {
+		const char *nl = strchr(s, '\n');
+		size_t l = nl ? (size_t)(nl - s) : strlen(s);
+		push_candidate(out, s, l);
+		s = nl ? nl + 1 : NULL;
+	}
+}
+
+/* segments that add no measurable noise of their own, lowest SQNR first */
+static int cmp_unblamed(const void *a, const void *b)
+{
+	const ErrStats *x = *(const ErrStats *const *)a, *y = *(const ErrStats *const *)b;
+	double sx = err_sqnr(x), sy = err_sqnr(y);
+	if (sx < sy)
+		return -1;
+	if (sx > sy)
+		return 1;
+	return strcmp(x->name, y->name);
+}
+
 void verify_candidates(const VerifyReport *rep, PtrVec *out)
 {
 	size_t nb;
 	const ErrStats **v = blamed(rep, &nb);
 	for (size_t i = 0; i < nb; i++)
-		for (const char *s = v[i]->qnodes; s && *s;) {
-			const char *e = strchr(s, '\n');
-			size_t l = e ? (size_t)(e - s) : strlen(s);
-			push_candidate(out, s, l);
-			s = e ? e + 1 : NULL;
-		}
+		push_qnodes(out, v[i]);
+	free(v);
+	/* then the quantized nodes of segments whose own step shows no added
+	 * noise (their inputs are already as noisy): leaving them in float can
+	 * still help, and auto-exclusion should not stop while any is left */
+	v = xcalloc(rep->nacts + 1, sizeof *v);
+	size_t n = 0;
+	for (size_t i = 0; i < rep->nacts; i++)
+		if (rep->acts[i].qnodes && *rep->acts[i].qnodes && !(err_added_nsr(&rep->acts[i]) > 0))
+			v[n++] = &rep->acts[i];
+	if (n > 1)
+		qsort(v, n, sizeof *v, cmp_unblamed);
+	for (size_t i = 0; i < n; i++)
+		push_qnodes(out, v[i]);
 	free(v);
 }
 

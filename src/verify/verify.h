@@ -143,8 +143,9 @@ void verify_round_add(VerifyAuto *ax, const VerifyReport *rep, const VerifyGates
 /* the summary line of round i */
 void verify_round_line(const VerifyAuto *ax, size_t i, const char *model, FILE *log);
 void verify_auto_free(VerifyAuto *ax);
-/* the nodes verify names for quantize.exclude-nodes, most added noise
- * first, each once (malloc'd names appended to out) */
+/* the nodes verify names for quantize.exclude-nodes, each once (malloc'd
+ * names appended to out): those of segments that add noise, most added
+ * noise first, then those of the other segments, lowest SQNR first */
 void verify_candidates(const VerifyReport *rep, PtrVec *out);
 /* verify.json: every figure, the gates and those that failed, layers ranked
  * worst first, and the rounds of auto-exclusion (ax may be NULL) */

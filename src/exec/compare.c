@@ -22,6 +22,58 @@ static void index_str(const Tensor *t, int64_t idx, char *buf, size_t n)
 	shape_str(t->rank, ix, buf, n);
 }
 
+/* string tensors of the same shape: elements must be equal byte for byte */
+static int strings_compare(const Tensor *got, const Tensor *want, CompareResult *res, char *why, size_t whysize)
+{
+	for (int64_t i = 0; i < got->numel; i++) {
+		size_t lg, lw;
+		const char *g = tensor_str(got, i, &lg), *w = tensor_str(want, i, &lw);
+		if (lg == lw && !memcmp(g, w, lg))
+			continue;
+		if (res->first_bad < 0) {
+			char a[128];
+			res->first_bad = i;
+			index_str(got, i, a, sizeof a);
+			snprintf(why, whysize, "element %lld %s: got \"%.*s\", expected \"%.*s\"", (long long)i, a,
+				 (int)(lg < 64 ? lg : 64), g, (int)(lw < 64 ? lw : 64), w);
+		}
+		res->nbad++;
+	}
+	if (res->nbad && strlen(why) + 32 < whysize)
+		snprintf(why + strlen(why), whysize - strlen(why), " (%lld of %lld differ)", (long long)res->nbad,
+			 (long long)got->numel);
+	return res->nbad != 0;
+}
+
+/* sequences and optionals: same kind and length, elements compared in
+ * order (the container's own element type is not compared: an empty one
+ * read from a file does not know it) */
+static int container_compare(const Tensor *got, const Tensor *want, double rtol, double atol,
+			     CompareResult *res, char *why, size_t whysize)
+{
+	if (got->kind != want->kind) {
+		snprintf(why, whysize, "a %s, expected a %s", tensor_kind_name(got->kind), tensor_kind_name(want->kind));
+		return 1;
+	}
+	if (got->nitems != want->nitems) {
+		if (got->kind == TK_OPTIONAL)
+			snprintf(why, whysize, "optional %s, expected %s", got->nitems ? "has a value" : "is empty",
+				 want->nitems ? "a value" : "none");
+		else
+			snprintf(why, whysize, "sequence of %lld, expected %lld elements", (long long)got->nitems,
+				 (long long)want->nitems);
+		return 1;
+	}
+	for (int64_t i = 0; i < got->nitems; i++) {
+		char w[384];
+		if (tensor_compare(&got->items[i], &want->items[i], rtol, atol, res, w, sizeof w)) {
+			snprintf(why, whysize, "%s element %lld: %s", tensor_kind_name(got->kind), (long long)i, w);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 int tensor_compare(const Tensor *got, const Tensor *want, double rtol, double atol,
 		   CompareResult *res, char *why, size_t whysize)
 {
@@ -30,6 +82,8 @@ int tensor_compare(const Tensor *got, const Tensor *want, double rtol, double at
 	res->first_bad = -1;
 	if (whysize)
 		why[0] = 0;
+	if (got->kind != TK_TENSOR || want->kind != TK_TENSOR)
+		return container_compare(got, want, rtol, atol, res, why, whysize);
 	if (got->dtype != want->dtype) {
 		snprintf(why, whysize, "type %s, expected %s", dtype_name(got->dtype), dtype_name(want->dtype));
 		return 1;
@@ -42,6 +96,8 @@ int tensor_compare(const Tensor *got, const Tensor *want, double rtol, double at
 			 shape_str(want->rank, want->dims, b, sizeof b));
 		return 1;
 	}
+	if (got->dtype == DT_STRING)
+		return strings_compare(got, want, res, why, whysize);
 	int fl = dtype_is_float(got->dtype);
 	int bits = dtype_bits(got->dtype);
 	for (int64_t i = 0; i < got->numel; i++) {

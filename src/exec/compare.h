@@ -2,7 +2,8 @@
  *
  * Floating-point elements match when |got - want| <= atol + rtol * |want|
  * (numpy.allclose), NaN matches NaN and infinities match themselves;
- * integer and bool elements must be equal. */
+ * integer and bool elements must be equal. Sequences and optionals match
+ * when they are of the same kind and length and their elements match. */
 #ifndef QM_EXEC_COMPARE_H
 #define QM_EXEC_COMPARE_H
 

@@ -221,6 +221,9 @@ int npy_read(const char *path, Tensor *t)
 
 int npy_encode(const Tensor *t, void **buf, size_t *len)
 {
+	if (t->kind != TK_TENSOR)
+		return error("value '%s' is a %s, which .npy cannot hold (write a .pb)", t->name ? t->name : "",
+			     tensor_kind_name(t->kind));
 	const char *code = NULL;
 	for (size_t i = 0; i < ARRAY_LEN(npy_types); i++)
 		if (npy_types[i].dt == t->dtype)
@@ -395,6 +398,9 @@ out:
 
 /* ---- TensorProto .pb ---- */
 
+static const char *container_kind_of(const void *buf, size_t len);
+static int pb_write_container(const char *path, const Tensor *t, const char *name);
+
 int tensor_load_proto(Model *m, const Onnx__TensorProto *p, Tensor *t)
 {
 	int64_t n = tensor_proto_numel(p);
@@ -403,7 +409,7 @@ int tensor_load_proto(Model *m, const Onnx__TensorProto *p, Tensor *t)
 		/* typed fields hold at least one entry per two elements: refuse
 		 * dims that claim more before anything is allocated */
 		uint64_t have = (uint64_t)p->n_float_data + p->n_int32_data + p->n_int64_data +
-				p->n_double_data + p->n_uint64_data;
+				p->n_double_data + p->n_uint64_data + p->n_string_data;
 		if ((uint64_t)n > 2 * have + 16)
 			return error("tensor '%s': its dims need %lld elements, it holds %llu values",
 				     p->name ? p->name : "", (long long)n, (unsigned long long)have);
@@ -422,19 +428,19 @@ int pb_parse(const void *buf, size_t len, const char *what, Tensor *t)
 {
 	memset(t, 0, sizeof *t);
 	Onnx__TensorProto *p = onnx__tensor_proto__unpack(NULL, len, buf);
-	if (!p)
-		return error("%s: not a serialized ONNX TensorProto", what);
-	int r = -1;
-	if (p->has_data_type && p->data_type == DT_STRING) {
-		error("%s: string tensors are not supported", what);
-		goto out;
+	if (!p || p->segment) {
+		const char *k = container_kind_of(buf, len);
+		if (p)
+			onnx__tensor_proto__free_unpacked(p, NULL);
+		if (k)
+			return error("%s: holds %s where a tensor is expected", what, k);
+		if (!p)
+			return error("%s: not a serialized ONNX TensorProto", what);
+		return error("%s: segmented tensors are not supported", what);
 	}
+	int r = -1;
 	if (p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
 		error("%s: external data in a tensor file is not supported", what);
-		goto out;
-	}
-	if (p->segment) {
-		error("%s: segmented tensors are not supported", what);
 		goto out;
 	}
 	/* the data of a valid tensor file is inside the file: refuse dims that
@@ -473,6 +479,8 @@ int pb_read(const char *path, Tensor *t)
 
 int pb_write(const char *path, const Tensor *t, const char *name)
 {
+	if (t->kind != TK_TENSOR)
+		return pb_write_container(path, t, name);
 	Onnx__TensorProto *p = tensor_to_proto(t, name);
 	size_t n = onnx__tensor_proto__get_packed_size(p);
 	uint8_t *b = xmalloc(n ? n : 1);
@@ -483,7 +491,284 @@ int pb_write(const char *path, const Tensor *t, const char *name)
 	return r;
 }
 
-int testset_read(const char *dir, const char *prefix, TensorList *out)
+/* ---- SequenceProto / OptionalProto .pb ----
+ *
+ * These two messages live in ONNX's onnx-data.proto, which Debian's
+ * libonnx-dev does not ship (only its C++ header), so the build cannot
+ * generate them with protoc-c like onnx.proto. Their schema is declared here
+ * instead, as the protobuf-c descriptors protoc-c would emit for the fields
+ * we read (name, elem_type, tensor, sequence and optional values); protobuf-c
+ * decodes and encodes them. Sparse and map fields are left undeclared: they
+ * arrive as unknown fields, which makes a file refused by name. */
+
+enum { PD_UNDEFINED = 0, PD_TENSOR = 1, PD_SPARSE = 2, PD_SEQUENCE = 3, PD_MAP = 4, PD_OPTIONAL = 5 };
+
+typedef struct OptProto OptProto;
+typedef struct SeqProto {
+	ProtobufCMessage base;
+	char *name;
+	protobuf_c_boolean has_elem_type;
+	int32_t elem_type;
+	size_t n_tensor_values;
+	Onnx__TensorProto **tensor_values;
+	size_t n_sequence_values;
+	struct SeqProto **sequence_values;
+	size_t n_optional_values;
+	OptProto **optional_values;
+} SeqProto;
+
+struct OptProto {
+	ProtobufCMessage base;
+	char *name;
+	protobuf_c_boolean has_elem_type;
+	int32_t elem_type;
+	Onnx__TensorProto *tensor_value;
+	SeqProto *sequence_value;
+	OptProto *optional_value;
+};
+
+static const ProtobufCMessageDescriptor seq_proto_desc, opt_proto_desc;
+
+#define PD_FIELD(nm, id, lab, ty, q, off, d) \
+	{nm, id, PROTOBUF_C_LABEL_##lab, PROTOBUF_C_TYPE_##ty, q, off, d, NULL, 0, 0, NULL, NULL}
+
+static const ProtobufCFieldDescriptor seq_proto_fields[5] = {
+	PD_FIELD("name", 1, OPTIONAL, STRING, 0, offsetof(SeqProto, name), NULL),
+	PD_FIELD("elem_type", 2, OPTIONAL, INT32, offsetof(SeqProto, has_elem_type),
+		 offsetof(SeqProto, elem_type), NULL),
+	PD_FIELD("tensor_values", 3, REPEATED, MESSAGE, offsetof(SeqProto, n_tensor_values),
+		 offsetof(SeqProto, tensor_values), &onnx__tensor_proto__descriptor),
+	PD_FIELD("sequence_values", 5, REPEATED, MESSAGE, offsetof(SeqProto, n_sequence_values),
+		 offsetof(SeqProto, sequence_values), &seq_proto_desc),
+	PD_FIELD("optional_values", 7, REPEATED, MESSAGE, offsetof(SeqProto, n_optional_values),
+		 offsetof(SeqProto, optional_values), &opt_proto_desc),
+};
+/* both messages: fields by name elem_type, name, optional_*, sequence_*, tensor_* */
+static const unsigned pd_by_name[5] = {1, 0, 4, 3, 2};
+/* field numbers 1-3 are fields 0-2, 5 is 3, 7 is 4 */
+static const ProtobufCIntRange pd_ranges[4] = {{1, 0}, {5, 3}, {7, 4}, {0, 5}};
+
+static const ProtobufCFieldDescriptor opt_proto_fields[5] = {
+	PD_FIELD("name", 1, OPTIONAL, STRING, 0, offsetof(OptProto, name), NULL),
+	PD_FIELD("elem_type", 2, OPTIONAL, INT32, offsetof(OptProto, has_elem_type),
+		 offsetof(OptProto, elem_type), NULL),
+	PD_FIELD("tensor_value", 3, OPTIONAL, MESSAGE, 0, offsetof(OptProto, tensor_value),
+		 &onnx__tensor_proto__descriptor),
+	PD_FIELD("sequence_value", 5, OPTIONAL, MESSAGE, 0, offsetof(OptProto, sequence_value), &seq_proto_desc),
+	PD_FIELD("optional_value", 7, OPTIONAL, MESSAGE, 0, offsetof(OptProto, optional_value), &opt_proto_desc),
+};
+
+static void seq_proto_init(SeqProto *p)
+{
+	memset(p, 0, sizeof *p);
+	p->base.descriptor = &seq_proto_desc;
+}
+
+static void opt_proto_init(OptProto *p)
+{
+	memset(p, 0, sizeof *p);
+	p->base.descriptor = &opt_proto_desc;
+}
+
+static const ProtobufCMessageDescriptor seq_proto_desc = {
+	PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC, "onnx.SequenceProto", "SequenceProto", "Onnx__SequenceProto",
+	"onnx", sizeof(SeqProto), 5, seq_proto_fields, pd_by_name, 3, pd_ranges,
+	(ProtobufCMessageInit)seq_proto_init, NULL, NULL, NULL,
+};
+
+static const ProtobufCMessageDescriptor opt_proto_desc = {
+	PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC, "onnx.OptionalProto", "OptionalProto", "Onnx__OptionalProto",
+	"onnx", sizeof(OptProto), 5, opt_proto_fields, pd_by_name, 3, pd_ranges,
+	(ProtobufCMessageInit)opt_proto_init, NULL, NULL, NULL,
+};
+
+static int value_from_seq(const SeqProto *p, const char *what, Tensor *t);
+static int value_from_opt(const OptProto *p, const char *what, Tensor *t);
+
+/* a tensor of a container file (checked like a tensor file's) */
+static int item_from_tensor(const Onnx__TensorProto *p, const char *what, Tensor *t)
+{
+	memset(t, 0, sizeof *t);
+	if (p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+		return error("%s: external data in a tensor file is not supported", what);
+	int64_t n = tensor_proto_numel(p);
+	int dt = p->has_data_type ? p->data_type : 0;
+	if (n < 0 || p->n_dims > QM_MAX_RANK || p->segment || p->base.n_unknown_fields ||
+	    (dtype_bits(dt) && p->has_raw_data && dtype_nbytes(dt, n) > p->raw_data.len))
+		return error("%s: an element is not a valid TensorProto", what);
+	Model dummy = {0};
+	if (tensor_load_proto(&dummy, p, t) < 0)
+		return error_prefix("%s", what);
+	free(t->name);
+	t->name = NULL;
+	return 0;
+}
+
+static int value_from_seq(const SeqProto *p, const char *what, Tensor *t)
+{
+	tensor_container(t, TK_SEQUENCE, 0);
+	if (p->base.n_unknown_fields || (p->has_elem_type && (p->elem_type == PD_SPARSE || p->elem_type == PD_MAP)))
+		return error("%s: sequences of sparse tensors or maps are not supported", what);
+	size_t n = p->n_tensor_values + p->n_sequence_values + p->n_optional_values;
+	if (n && n != p->n_tensor_values && n != p->n_sequence_values && n != p->n_optional_values)
+		return error("%s: a sequence mixes elements of different kinds", what);
+	t->items = xcalloc(n ? n : 1, sizeof *t->items);
+	for (size_t i = 0; i < n; i++) {
+		Tensor *e = &t->items[t->nitems];
+		int r = p->n_tensor_values ? item_from_tensor(p->tensor_values[i], what, e)
+			: p->n_sequence_values ? value_from_seq(p->sequence_values[i], what, e)
+			: value_from_opt(p->optional_values[i], what, e);
+		t->nitems++;
+		if (r < 0)
+			return -1;
+		if (i && e->dtype && t->items[0].dtype && e->dtype != t->items[0].dtype)
+			return error("%s: sequence element %zu is %s, element 0 %s", what, i,
+				     dtype_name(e->dtype), dtype_name(t->items[0].dtype));
+	}
+	if (n)
+		t->dtype = t->items[0].dtype;
+	return 0;
+}
+
+static int value_from_opt(const OptProto *p, const char *what, Tensor *t)
+{
+	tensor_container(t, TK_OPTIONAL, 0);
+	if (p->base.n_unknown_fields)
+		return error("%s: optionals of sparse tensors or maps are not supported", what);
+	if (!!p->tensor_value + !!p->sequence_value + !!p->optional_value > 1)
+		return error("%s: an optional holds more than one value", what);
+	Tensor e = {0};
+	int r = 0;
+	if (p->tensor_value)
+		r = item_from_tensor(p->tensor_value, what, &e);
+	else if (p->sequence_value)
+		r = value_from_seq(p->sequence_value, what, &e);
+	else if (p->optional_value)
+		r = value_from_opt(p->optional_value, what, &e);
+	else
+		return 0; /* empty */
+	if (r == 0) {
+		t->items = xmalloc(sizeof *t->items);
+		t->items[0] = e;
+		t->nitems = 1;
+		t->dtype = e.dtype;
+		return 0;
+	}
+	tensor_free(&e);
+	return -1;
+}
+
+/* what buf holds when it parses cleanly as one of the container messages */
+static const char *container_kind_of(const void *buf, size_t len)
+{
+	static const ProtobufCMessageDescriptor *const d[2] = {&seq_proto_desc, &opt_proto_desc};
+	static const char *const names[2] = {"an ONNX SequenceProto", "an ONNX OptionalProto"};
+	for (int i = 0; i < 2; i++) {
+		ProtobufCMessage *m = protobuf_c_message_unpack(d[i], NULL, len, buf);
+		if (!m)
+			continue;
+		int clean = !m->n_unknown_fields && ((SeqProto *)m)->has_elem_type;
+		protobuf_c_message_free_unpacked(m, NULL);
+		if (clean)
+			return names[i];
+	}
+	return NULL;
+}
+
+int pb_parse_kind(const void *buf, size_t len, const char *what, int kind, Tensor *t)
+{
+	if (kind == TK_TENSOR)
+		return pb_parse(buf, len, what, t);
+	memset(t, 0, sizeof *t);
+	const ProtobufCMessageDescriptor *d = kind == TK_SEQUENCE ? &seq_proto_desc : &opt_proto_desc;
+	ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, buf);
+	if (!m || m->n_unknown_fields) {
+		if (m)
+			protobuf_c_message_free_unpacked(m, NULL);
+		return error("%s: not a serialized ONNX %s, which the model expects here", what,
+			     kind == TK_SEQUENCE ? "SequenceProto" : "OptionalProto");
+	}
+	int r = kind == TK_SEQUENCE ? value_from_seq((SeqProto *)m, what, t) : value_from_opt((OptProto *)m, what, t);
+	const char *nm = ((SeqProto *)m)->name; /* both messages start alike */
+	if (r == 0 && nm && *nm)
+		t->name = xstrdup(nm);
+	protobuf_c_message_free_unpacked(m, NULL);
+	if (r < 0)
+		tensor_free(t);
+	return r;
+}
+
+int pb_read_kind(const char *path, int kind, Tensor *t)
+{
+	char *data;
+	size_t len;
+	if (read_file(path, &data, &len) < 0)
+		return -1;
+	int r = pb_parse_kind(data, len, path, kind, t);
+	free(data);
+	return r;
+}
+
+static OptProto *opt_to_proto(const Tensor *t);
+
+/* the SequenceProto of a sequence value (allocated as protobuf-c frees) */
+static SeqProto *seq_to_proto(const Tensor *t)
+{
+	SeqProto *p = xmalloc(sizeof *p);
+	seq_proto_init(p);
+	p->has_elem_type = 1;
+	p->elem_type = PD_TENSOR;
+	size_t n = (size_t)t->nitems;
+	if (n && t->items[0].kind == TK_SEQUENCE) {
+		p->elem_type = PD_SEQUENCE;
+		p->sequence_values = xcalloc(n, sizeof *p->sequence_values);
+		for (size_t i = 0; i < n; i++)
+			p->sequence_values[p->n_sequence_values++] = seq_to_proto(&t->items[i]);
+	} else if (n && t->items[0].kind == TK_OPTIONAL) {
+		p->elem_type = PD_OPTIONAL;
+		p->optional_values = xcalloc(n, sizeof *p->optional_values);
+		for (size_t i = 0; i < n; i++)
+			p->optional_values[p->n_optional_values++] = opt_to_proto(&t->items[i]);
+	} else if (n) {
+		p->tensor_values = xcalloc(n, sizeof *p->tensor_values);
+		for (size_t i = 0; i < n; i++)
+			p->tensor_values[p->n_tensor_values++] = tensor_to_proto(&t->items[i], "");
+	}
+	return p;
+}
+
+static OptProto *opt_to_proto(const Tensor *t)
+{
+	OptProto *p = xmalloc(sizeof *p);
+	opt_proto_init(p);
+	if (!t->nitems)
+		return p;
+	const Tensor *e = &t->items[0];
+	p->has_elem_type = 1;
+	p->elem_type = e->kind == TK_SEQUENCE ? PD_SEQUENCE : e->kind == TK_OPTIONAL ? PD_OPTIONAL : PD_TENSOR;
+	if (e->kind == TK_SEQUENCE)
+		p->sequence_value = seq_to_proto(e);
+	else if (e->kind == TK_OPTIONAL)
+		p->optional_value = opt_to_proto(e);
+	else
+		p->tensor_value = tensor_to_proto(e, "");
+	return p;
+}
+
+static int pb_write_container(const char *path, const Tensor *t, const char *name)
+{
+	ProtobufCMessage *m = t->kind == TK_SEQUENCE ? &seq_to_proto(t)->base : &opt_to_proto(t)->base;
+	((SeqProto *)m)->name = xstrdup(name ? name : t->name ? t->name : "");
+	size_t n = protobuf_c_message_get_packed_size(m);
+	uint8_t *b = xmalloc(n ? n : 1);
+	protobuf_c_message_pack(m, b);
+	int r = write_file_atomic(path, b, n);
+	free(b);
+	protobuf_c_message_free_unpacked(m, NULL);
+	return r;
+}
+
+int testset_read_kinds(const char *dir, const char *prefix, const int *kinds, size_t nkinds, TensorList *out)
 {
 	memset(out, 0, sizeof *out);
 	for (size_t k = 0;; k++) {
@@ -494,7 +779,7 @@ int testset_read(const char *dir, const char *prefix, TensorList *out)
 			break;
 		}
 		Tensor t;
-		int r = pb_read(fn, &t);
+		int r = pb_read_kind(fn, k < nkinds ? kinds[k] : TK_TENSOR, &t);
 		free(fn);
 		if (r < 0) {
 			tl_free(out);
@@ -505,6 +790,11 @@ int testset_read(const char *dir, const char *prefix, TensorList *out)
 		tl_push(out, &t);
 	}
 	return 0;
+}
+
+int testset_read(const char *dir, const char *prefix, TensorList *out)
+{
+	return testset_read_kinds(dir, prefix, NULL, 0, out);
 }
 
 static int has_ext(const char *path, const char *ext)

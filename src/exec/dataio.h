@@ -2,7 +2,7 @@
  * test_data_set_N/ directories, and iteration over samples for calibration.
  *
  * Every reader checks sizes before it copies: a truncated, big-endian,
- * object-typed, fortran-ordered or string file is an error naming the file.
+ * object-typed, fortran-ordered or string .npy is an error naming the file.
  * Writers replace their target atomically (temp file + rename). Tensors read
  * own their (aligned) data; their name is set when the file names them (npz
  * member "x.npy" gives "x", a TensorProto's name) and NULL when the tensor is
@@ -40,7 +40,8 @@ int npz_write(const char *path, const Tensor *ts, size_t n);
  * fields are absent */
 int tensor_load_proto(Model *m, const Onnx__TensorProto *p, Tensor *t);
 
-/* one serialized ONNX TensorProto */
+/* one serialized ONNX TensorProto (a SequenceProto or OptionalProto is
+ * refused, saying so) */
 int pb_parse(const void *buf, size_t len, const char *what, Tensor *t);
 int pb_read(const char *path, Tensor *t);
 int pb_write(const char *path, const Tensor *t, const char *name);
@@ -48,6 +49,14 @@ int pb_write(const char *path, const Tensor *t, const char *name);
 /* PREFIX_0.pb, PREFIX_1.pb, ... of DIR (prefix "input" or "output"), in
  * order, names cleared (positional) */
 int testset_read(const char *dir, const char *prefix, TensorList *out);
+/* the same, file k holding a value of kind kinds[k] (TK_*: a TensorProto,
+ * SequenceProto or OptionalProto; tensors past nkinds) */
+int testset_read_kinds(const char *dir, const char *prefix, const int *kinds, size_t nkinds, TensorList *out);
+
+/* one serialized value of the given kind (TK_*); a file of another kind is
+ * refused by name. pb_write() writes containers as their protos too. */
+int pb_parse_kind(const void *buf, size_t len, const char *what, int kind, Tensor *t);
+int pb_read_kind(const char *path, int kind, Tensor *t);
 
 /* any data file by its extension: .npy or .pb gives one tensor, .npz all */
 int data_read_file(const char *path, TensorList *out);

@@ -458,22 +458,41 @@ static int toposort(Plan *p, size_t nn, int **deps, size_t *ndeps, int *order)
 	return r;
 }
 
-/* only dense non-string tensors flow through the interpreter */
+/* the value kind (TK_*) a type declares: tensors, and sequences and
+ * optionals of tensors (or of each other) flow through the interpreter; -1
+ * with *what naming anything else */
+static int type_kind(const Onnx__TypeProto *tp, const char **what)
+{
+	if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
+		return TK_TENSOR;
+	switch (tp->value_case) {
+	case ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE:
+		return TK_TENSOR;
+	case ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE:
+		if (tp->sequence_type && type_kind(tp->sequence_type->elem_type, what) < 0)
+			return -1;
+		return TK_SEQUENCE;
+	case ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE:
+		if (tp->optional_type && type_kind(tp->optional_type->elem_type, what) < 0)
+			return -1;
+		return TK_OPTIONAL;
+	case ONNX__TYPE_PROTO__VALUE_MAP_TYPE:
+		*what = "map values are";
+		return -1;
+	case ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE:
+		*what = "sparse tensor values are";
+		return -1;
+	default:
+		*what = "non-tensor values are";
+		return -1;
+	}
+}
+
 static int check_vi(const Onnx__GraphProto *g, const Onnx__ValueInfoProto *vi, const char *what)
 {
-	const Onnx__TypeProto *tp = vi->type;
-	const char *nm = vi->name ? vi->name : "";
-	if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
-		return 0;
-	if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
-		const char *k = tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ? "sequence"
-			: tp->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE ? "map"
-			: tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ? "optional"
-			: tp->value_case == ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE ? "sparse tensor" : "non-tensor";
-		return error("graph '%s': %s '%s': %s values are not supported", gname(g), what, nm, k);
-	}
-	if (tp->tensor_type && tp->tensor_type->has_elem_type && tp->tensor_type->elem_type == DT_STRING)
-		return error("graph '%s': %s '%s': string tensors are not supported", gname(g), what, nm);
+	const char *k = "";
+	if (type_kind(vi->type, &k) < 0)
+		return error("graph '%s': %s '%s': %s not supported", gname(g), what, vi->name ? vi->name : "", k);
 	return 0;
 }
 
@@ -1110,6 +1129,30 @@ static void release_dead(Interp *ip, Frame *f, const Step *st)
 	}
 }
 
+/* whether node n takes value t: sequences and optionals go only to the
+ * operators that handle them, string tensors also to those that read
+ * strings; every other kernel sees numeric tensors only */
+static int takes_value(const Onnx__NodeProto *n, const Tensor *t)
+{
+	static const char *const containers[] = {
+		"ConcatFromSequence", "Identity", "If", "Loop", "Optional", "OptionalGetElement",
+		"OptionalHasElement", "SequenceAt", "SequenceConstruct", "SequenceErase", "SequenceInsert",
+		"SequenceLength", "SequenceMap",
+	};
+	static const char *const strings[] = {"Cast", "CastLike", "StringNormalizer", "TfIdfVectorizer"};
+	if (t->kind == TK_TENSOR && t->dtype != DT_STRING)
+		return 1;
+	if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx"))
+		return 0;
+	for (size_t i = 0; i < ARRAY_LEN(containers); i++)
+		if (!strcmp(n->op_type, containers[i]))
+			return 1;
+	for (size_t i = 0; t->kind == TK_TENSOR && i < ARRAY_LEN(strings); i++)
+		if (!strcmp(n->op_type, strings[i]))
+			return 1;
+	return 0;
+}
+
 static int run_frame(Interp *ip, Frame *f, int tap)
 {
 	Plan *p = f->plan;
@@ -1153,6 +1196,12 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 					  n->op_type, n->input[k]);
 				break;
 			}
+			if (ins[k] && !takes_value(n, ins[k])) {
+				r = error("node '%s' (%s): input '%s' is a %s, which this operator does not take",
+					  node_label(n, lb, sizeof lb), n->op_type, n->input[k],
+					  ins[k]->kind != TK_TENSOR ? tensor_kind_name(ins[k]->kind) : "string tensor");
+				break;
+			}
 		}
 		if (fd) {
 			ins[1] = &fd->w;
@@ -1183,7 +1232,14 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 			if (oslot[k] < 0)
 				continue;
 			Tensor *t = outs[k];
-			if (!t->data || !t->dtype)
+			if (t->kind != TK_TENSOR)
+				f->ref[oslot[k]] = t; /* a container: its tensors are the kernel's */
+			else if (t->dtype == DT_STRING && !tensor_strings_valid(t))
+				r = error("node '%s' (%s): kernel produced an inconsistent string tensor for output '%s'",
+					  node_label(n, lb, sizeof lb), n->op_type, n->output[k]);
+			else if (t->dtype == DT_STRING)
+				f->ref[oslot[k]] = t;
+			else if (!t->data || !t->dtype)
 				r = error("node '%s' (%s): kernel produced no value for output '%s'",
 					  node_label(n, lb, sizeof lb), n->op_type, n->output[k]);
 			else if (t->rank < 0 || t->rank > QM_MAX_RANK || t->numel != shape_numel(t->rank, t->dims) ||
@@ -1250,6 +1306,12 @@ static void expected_str(const Interp *ip, size_t i, char *buf, size_t size)
 	int64_t dims[QM_MAX_RANK];
 	interp_input_type(ip, i, &dt, &rank, dims);
 	const Onnx__ValueInfoProto *vi = ip->main->g->input[ip->real_inputs[i]];
+	const char *w;
+	int kind = type_kind(vi->type, &w);
+	if (kind == TK_SEQUENCE || kind == TK_OPTIONAL) {
+		snprintf(buf, size, "a %s", tensor_kind_name(kind));
+		return;
+	}
 	size_t o = (size_t)snprintf(buf, size, "%s", dt ? dtype_name(dt) : "any type");
 	if (rank < 0 || o >= size)
 		return;
@@ -1273,6 +1335,16 @@ static int check_input(const Interp *ip, size_t i, const Tensor *t)
 	int dt, rank;
 	int64_t dims[QM_MAX_RANK];
 	interp_input_type(ip, i, &dt, &rank, dims);
+	const char *w;
+	int kind = type_kind(ip->main->g->input[ip->real_inputs[i]]->type, &w);
+	if (kind >= 0 && t->kind != kind) {
+		char e[512];
+		expected_str(ip, i, e, sizeof e);
+		return error("input '%s': expected %s%s, got a %s", interp_input_name(ip, i),
+			     kind == TK_TENSOR ? "a tensor " : "", e, tensor_kind_name(t->kind));
+	}
+	if (t->kind != TK_TENSOR)
+		return 0; /* the operators check what they find inside */
 	int bad = dt && t->dtype != dt;
 	if (rank >= 0 && t->rank != rank)
 		bad = 1;

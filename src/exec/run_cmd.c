@@ -41,10 +41,31 @@ static void run_usage(FILE *f)
 
 /* compare outputs with DIR/output_K.pb: 0 all match, 1 a mismatch (printed
  * to stderr, or into why), -1 error */
-static int compare_dir(Interp *ip, const char *dir, const Tensor *out, size_t nout, char *why, size_t whysize)
+/* the value kind (TK_*) a declared type stands for */
+static int vi_kind(const Onnx__ValueInfoProto *vi)
+{
+	const Onnx__TypeProto *tp = vi ? vi->type : NULL;
+	return !tp ? TK_TENSOR : tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ? TK_SEQUENCE
+		: tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ? TK_OPTIONAL : TK_TENSOR;
+}
+
+/* the kinds of vis[0..n) (caller frees) */
+static int *vi_kinds(Onnx__ValueInfoProto *const *vis, size_t n)
+{
+	int *k = xcalloc(n ? n : 1, sizeof *k);
+	for (size_t i = 0; i < n; i++)
+		k[i] = vi_kind(vis[i]);
+	return k;
+}
+
+static int compare_dir(Model *m, Interp *ip, const char *dir, const Tensor *out, size_t nout, char *why, size_t whysize)
 {
 	TensorList want;
-	if (testset_read(dir, "output", &want) < 0)
+	const Onnx__GraphProto *g = m->proto->graph;
+	int *kinds = vi_kinds(g->output, g->n_output);
+	int e = testset_read_kinds(dir, "output", kinds, g->n_output, &want);
+	free(kinds);
+	if (e < 0)
 		return -1;
 	int r = 0;
 	if (want.n == 0) {
@@ -71,7 +92,17 @@ static int compare_dir(Interp *ip, const char *dir, const Tensor *out, size_t no
  * graph inputs (old models list initializers as inputs) */
 static int read_testset_inputs(Model *m, Interp *ip, const char *dir, TensorList *in)
 {
-	if (testset_read(dir, "input", in) < 0)
+	/* input_K.pb feeds real input K, or graph input K in old models */
+	const Onnx__GraphProto *g = m->proto->graph;
+	int *kinds = xcalloc(g->n_input ? g->n_input : 1, sizeof *kinds);
+	size_t nk = interp_ninputs(ip);
+	for (size_t i = 0; i < nk; i++)
+		for (size_t j = 0; j < g->n_input; j++)
+			if (!strcmp(g->input[j]->name, interp_input_name(ip, i)))
+				kinds[i] = vi_kind(g->input[j]);
+	int e = testset_read_kinds(dir, "input", kinds, nk, in);
+	free(kinds);
+	if (e < 0)
 		return -1;
 	/* ONNX's generator stored bfloat16 data as uint16 before numpy knew
 	 * the type: take it as the bfloat16 bits the model declares */
@@ -82,7 +113,6 @@ static int read_testset_inputs(Model *m, Interp *ip, const char *dir, TensorList
 		if (dt == DT_BFLOAT16 && in->t[i].dtype == DT_UINT16)
 			in->t[i].dtype = DT_BFLOAT16;
 	}
-	const Onnx__GraphProto *g = m->proto->graph;
 	if (in->n != interp_ninputs(ip) && in->n <= g->n_input)
 		for (size_t i = 0; i < in->n; i++)
 			in->t[i].name = xstrdup(g->input[i]->name);
@@ -159,7 +189,7 @@ static int conform_one(const char *dir, int check_only, int threads)
 		if (e == 0 && interp_run(ip, in.n, in.t, nout, out) < 0)
 			e = -1;
 		if (e == 0)
-			e = compare_dir(ip, sets.v[s], out, nout, why, sizeof why);
+			e = compare_dir(m, ip, sets.v[s], out, nout, why, sizeof why);
 		if (e < 0)
 			snprintf(why, sizeof why, "%s", errmsg());
 		if (e != 0) {
@@ -237,10 +267,30 @@ static int dump_samples(const char *const *specs, size_t n, const char *outpath)
 }
 
 /* --trace: one line per tensor a node produces */
+/* "float [2,3]", "sequence of 4 float", "optional (empty)" */
+static const char *value_str(const Tensor *t, char *buf, size_t size)
+{
+	char sb[200];
+	if (t->kind == TK_SEQUENCE)
+		snprintf(buf, size, "sequence of %lld%s%s", (long long)t->nitems, t->dtype ? " " : "",
+			 t->dtype ? dtype_name(t->dtype) : "");
+	else if (t->kind == TK_OPTIONAL && !t->nitems)
+		snprintf(buf, size, "optional (empty)");
+	else if (t->kind == TK_OPTIONAL)
+		snprintf(buf, size, "optional %s", value_str(&t->items[0], sb, sizeof sb));
+	else
+		snprintf(buf, size, "%s %s", dtype_name(t->dtype), shape_str(t->rank, t->dims, sb, sizeof sb));
+	return buf;
+}
+
 static void trace_tap(void *ud, const char *name, const Tensor *t)
 {
 	char sb[256];
 	double sum = 0;
+	if (t->kind != TK_TENSOR) {
+		fprintf(ud, "tap: %s %s\n", name, value_str(t, sb, sizeof sb));
+		return;
+	}
 	for (int64_t j = 0; j < t->numel && dtype_bits(t->dtype) >= 8; j++)
 		sum += tensor_get_f64(t, j);
 	fprintf(ud, "tap: %s %s %s sum=%.6g\n", name, dtype_name(t->dtype),
@@ -336,8 +386,7 @@ static int run_samples(Interp *ip, const char *const *specs, size_t nspecs, int 
 		for (size_t i = 0; i < nout; i++) {
 			char sb[256];
 			if (!quiet)
-				printf("sample %d: %s %s %s\n", k, interp_output_name(ip, i), dtype_name(out[i].dtype),
-				       shape_str(out[i].rank, out[i].dims, sb, sizeof sb));
+				printf("sample %d: %s %s\n", k, interp_output_name(ip, i), value_str(&out[i], sb, sizeof sb));
 			tensor_free(&out[i]);
 		}
 		k++;
@@ -553,8 +602,7 @@ int cmd_run(int argc, char **argv)
 	if (!quiet)
 		for (size_t i = 0; i < nout; i++) {
 			char sb[256];
-			printf("%s: %s %s\n", interp_output_name(ip, i), dtype_name(out[i].dtype),
-			       shape_str(out[i].rank, out[i].dims, sb, sizeof sb));
+			printf("%s: %s\n", interp_output_name(ip, i), value_str(&out[i], sb, sizeof sb));
 		}
 	if (outpath) {
 		for (size_t i = 0; i < nout; i++) {
@@ -570,7 +618,7 @@ int cmd_run(int argc, char **argv)
 	}
 	if (cmpdir) {
 		char why[1024];
-		int e = compare_dir(ip, cmpdir, out, nout, why, sizeof why);
+		int e = compare_dir(m, ip, cmpdir, out, nout, why, sizeof why);
 		if (e < 0) {
 			fprintf(stderr, "%s: %s\n", argv0, errmsg());
 			rc = 2;

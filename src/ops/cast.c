@@ -12,7 +12,8 @@
  * numpy does on x86 for in-range values); anything to bool is x != 0;
  * float to float8 rounds to nearest even and, with saturate = 1 (the
  * default), clamps to the largest finite value, else gives inf (e5m2) or NaN.
- * Strings, complex and float4 are refused by name. */
+ * Complex and float4 are refused by name; casts to and from strings are
+ * string.c's (string_cast). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "ops/elem.h"
 #include "ops/op.h"
 #include "ops/shapeutil.h"
+#include "ops/string.h"
 #include "util.h"
 
 #define CAST_SRC(X) \
@@ -277,6 +279,8 @@ static int run_cast(RunCtx *c, int to)
 {
 	ElemIO e;
 	int64_t sat;
+	if (to == DT_STRING || (c->nin && c->in[0] && c->in[0]->dtype == DT_STRING))
+		return string_cast(c, to); /* ops/string.c */
 	if (c->nin < 1 || !c->in[0])
 		return op_error(c->node, "missing input 0");
 	if (attr_int(c->node, "saturate", 1, &sat) < 0)

@@ -4,9 +4,11 @@
  * inferred to a fixpoint (first with the initial shapes, then with the dims
  * that changed generalized), so a body that keeps its shapes keeps them known.
  * Kernels run bodies through run_subgraph() and copy results into outputs
- * allocated with op_output(). Sequence and optional values have no run-time
- * representation here: such bodies are refused by the interpreter's planner
- * or by the sequence operators themselves. */
+ * allocated with op_output(). If's results and Loop's carried values may be
+ * sequences or optionals (Tensors of another kind, see src/onnx/tensor.h):
+ * those move into the outputs as they are; Loop's scan outputs and Scan take
+ * tensors only. SequenceMap, which runs a body per element, is in
+ * sequence.c. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +111,20 @@ static int set_outputs(RunCtx *c, size_t first, size_t n, Tensor *res)
 {
 	for (size_t i = 0; i < n; i++) {
 		Tensor *r = &res[i];
+		if (r->kind != TK_TENSOR || r->dtype == DT_STRING) { /* containers, strings: moved */
+			if (first + i >= c->nout)
+				return op_error(c->node, "output %zu requested but the node has %zu outputs",
+						first + i, c->nout);
+			Tensor *o = c->out[first + i];
+			char *name = o->name;
+			o->name = NULL;
+			tensor_free(o);
+			free(r->name);
+			*o = *r;
+			o->name = name;
+			memset(r, 0, sizeof *r);
+			continue;
+		}
 		if (op_output(c, first + i, r->dtype, r->rank, r->dims) < 0)
 			return -1;
 		if (r->nbytes)
@@ -240,6 +256,9 @@ typedef struct Stack {
 
 static int stack_push(const Onnx__NodeProto *node, Stack *s, const Tensor *t, size_t j)
 {
+	if (t->kind != TK_TENSOR || t->dtype == DT_STRING)
+		return op_error(node, "scan output %zu is a %s; only numeric tensors can be stacked", j,
+				t->kind != TK_TENSOR ? tensor_kind_name(t->kind) : "string tensor");
 	if (s->n == 0 && !s->buf) {
 		if (t->rank + 1 > QM_MAX_RANK)
 			return op_error(node, "scan output %zu: rank %d exceeds the supported %d", j,
@@ -338,6 +357,7 @@ static int loop_run(RunCtx *c)
 	Tensor *res = xcalloc(nbody, sizeof *res);
 	Stack *st = xcalloc(k ? k : 1, sizeof *st);
 	const Tensor **in = xcalloc(2 + n, sizeof *in);
+	Tensor *wrap = xcalloc(n ? n : 1, sizeof *wrap);
 	Tensor iter = {0}, cnd = {0};
 	int ret = -1;
 	for (size_t i = 0; i < n; i++)
@@ -350,8 +370,18 @@ static int loop_run(RunCtx *c)
 		*(uint8_t *)cnd.data = 1;
 		in[0] = &iter;
 		in[1] = &cnd;
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n; i++) {
 			in[2 + i] = &carried[i];
+			/* a value meets a body input declared optional as an optional
+			 * holding it (a borrowed view: never freed) */
+			const Onnx__TypeProto *tp = g->input[2 + i]->type;
+			if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE &&
+			    carried[i].kind != TK_OPTIONAL) {
+				wrap[i] = (Tensor){.kind = TK_OPTIONAL, .dtype = carried[i].dtype,
+						   .items = &carried[i], .nitems = 1};
+				in[2 + i] = &wrap[i];
+			}
+		}
 		if (run_subgraph(c, g, 2 + n, in, nbody, res) < 0)
 			goto out;
 		if (res[0].numel != 1 || !dt_numeric(res[0].dtype)) {
@@ -387,6 +417,7 @@ out:
 		free(st[j].buf);
 	free(st);
 	free(in);
+	free(wrap);
 	return ret;
 }
 

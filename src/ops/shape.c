@@ -1573,6 +1573,8 @@ static int identity_run(RunCtx *c)
 	if (run_need(c, 0) < 0)
 		return -1;
 	const Tensor *x = c->in[0];
+	if (x->kind != TK_TENSOR || x->dtype == DT_STRING) /* containers, strings (onnx/tensor.h) */
+		return tensor_copy(c->out[0], x);
 	return copy_reshaped(c, x, x->rank, x->dims);
 }
 
@@ -1777,7 +1779,17 @@ static int constant_run(RunCtx *c)
 		int owned;
 		if (p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
 			return op_error(c->node, "a value attribute with external data is not supported");
-		if (p->has_data_type && (p->data_type == DT_STRING || dtype_bits(p->data_type) == 0))
+		if (p->has_data_type && p->data_type == DT_STRING) { /* one block (onnx/tensor.h) */
+			Tensor t;
+			if (tensor_from_proto(NULL, p, &t) < 0)
+				return op_error(c->node, "%s", errmsg());
+			free(t.name);
+			t.name = NULL;
+			tensor_free(c->out[0]);
+			*c->out[0] = t;
+			return 0;
+		}
+		if (p->has_data_type && dtype_bits(p->data_type) == 0)
 			return op_unsupported_type(c->node, c->opset, p->data_type);
 		if (p->n_dims > QM_MAX_RANK)
 			return op_error(c->node, "value has rank %zu, more than the supported %d", p->n_dims,

@@ -1,6 +1,7 @@
-/* signal.c — type and shape inference for DFT and TfIdfVectorizer.
+/* signal.c — type and shape inference for DFT (TfIdfVectorizer is in
+ * string.c).
  *
- * No kernels yet: the interpreter reports both as unsupported by name. */
+ * No kernel yet: the interpreter reports DFT as unsupported by name. */
 #include "ops/op.h"
 
 /* DFT-17: axis attribute (default 1); DFT-20: axis input (default -2).
@@ -52,36 +53,4 @@ static int dft_infer(InferCtx *c)
 	return 0;
 }
 
-/* TfIdfVectorizer: [C] -> [max(ngram_indexes) + 1], [N, C] -> [N, that] */
-static int tfidf_infer(InferCtx *c)
-{
-	if (c->nin < 1 || !c->in[0])
-		return op_error(c->node, "missing input");
-	const ValueType *x = c->in[0];
-	const int64_t *idx;
-	size_t n;
-	if (attr_ints(c->node, "ngram_indexes", &idx, &n) < 0)
-		return -1;
-	if (!idx || !n)
-		return op_error(c->node, "missing attribute 'ngram_indexes'");
-	int64_t m = -1;
-	for (size_t i = 0; i < n; i++) {
-		if (idx[i] < 0)
-			return op_error(c->node, "ngram_indexes[%zu] = %lld is negative", i, (long long)idx[i]);
-		if (idx[i] > m)
-			m = idx[i];
-	}
-	if (x->rank >= 0 && x->rank != 1 && x->rank != 2)
-		return op_error(c->node, "input rank %d, expected 1 or 2", x->rank);
-	vt_set_tensor(c->out[0], DT_FLOAT, x->rank);
-	if (x->rank == 1)
-		c->out[0]->dims[0] = (Dim){m + 1, NULL};
-	else if (x->rank == 2) {
-		c->out[0]->dims[0] = x->dims[0];
-		c->out[0]->dims[1] = (Dim){m + 1, NULL};
-	}
-	return 0;
-}
-
 OPERATOR(ai_onnx, DFT, 17, dft_infer, NULL)
-OPERATOR(ai_onnx, TfIdfVectorizer, 9, tfidf_infer, NULL)

@@ -18,7 +18,11 @@
 #     imports com.microsoft 1, runs in onnxruntime, quantmake's interpreter
 #     gives onnxruntime's outputs, and its SQNR against the float model is
 #     no worse than that of onnxruntime's quantize_static(QOperator) with
-#     the same calibration data.
+#     the same calibration data;
+#   - a Relu after QLinearAdd and a Clip after QLinearMul fold into the
+#     output range (no float island), as onnxruntime does, uint8 and int8;
+#     with symmetric activation ranges (which hold negatives) they stay
+#     float with the reason; onnxruntime runs each, quantmake matches it.
 . "$(dirname "$0")/lib/common.sh"
 mktmp
 Q=$QUANTMAKE
@@ -251,3 +255,98 @@ for m, act in (("qms", QuantType.QUInt8), ("qms8", QuantType.QInt8)):
     print(("PASS: " if a >= b - 1.0 else "FAIL: ") + "%s: SQNR %.1f dB, onnxruntime's QOperator quantizer %.1f dB" % (m, a, b))
 EOF
 grep -q '^PASS: ' "$TMPD/cnn.out" && grep -E '^(PASS|FAIL): ' "$TMPD/cnn.out" || fail "CNN evaluation" "$(tail -3 "$TMPD/cnn.out")"
+
+# ---- Relu after QLinearAdd, Clip after QLinearMul: folded into the range ----
+R=$TMPD/r
+mkdir -p "$R/rules"
+"$PY" - "$R" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import TensorProto, helper, numpy_helper
+r = np.random.default_rng(12)
+f = lambda *s: (r.standard_normal(s) * (1.0 / np.sqrt(np.prod(s[1:])))).astype(np.float32)
+N = helper.make_node
+g = helper.make_graph([
+    N("Conv", ["input", "wa", "ba"], ["a"], name="conv_a", pads=[1, 1, 1, 1]),
+    N("Conv", ["input", "wb", "bb"], ["b"], name="conv_b", pads=[1, 1, 1, 1]),
+    N("Add", ["a", "b"], ["s"], name="add"),
+    N("Relu", ["s"], ["rs"], name="relu"),
+    N("Conv", ["rs", "wc", "bc"], ["c"], name="conv_c", pads=[1, 1, 1, 1]),
+    N("Mul", ["c", "a"], ["m"], name="mul"),
+    N("Clip", ["m", "lo", "hi"], ["k"], name="clip"),
+    N("Conv", ["k", "wd", "bd"], ["out"], name="conv_d")], "relu_fold",
+    [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 12, 12])],
+    [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 4, 12, 12])],
+    [numpy_helper.from_array(a, n) for n, a in [
+        ("wa", f(8, 3, 3, 3)), ("ba", f(8)), ("wb", f(8, 3, 3, 3)), ("bb", f(8)), ("wc", f(8, 8, 3, 3)),
+        ("bc", f(8)), ("wd", f(4, 8, 1, 1)), ("bd", f(4)), ("lo", np.array(0, np.float32)),
+        ("hi", np.array(0.5, np.float32))]])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.checker.check_model(m)
+onnx.save(m, sys.argv[1] + "/rf.onnx")
+x = np.random.default_rng(6)
+np.save(sys.argv[1] + "/calib.npy", x.standard_normal((16, 3, 12, 12)).astype(np.float32))
+np.save(sys.argv[1] + "/x.npy", x.standard_normal((8, 3, 12, 12)).astype(np.float32))
+EOF
+cat > "$R/rules/m.rules" <<'EOF'
+[model rf]
+source = rf.onnx
+quantize = static
+quantize.calibration = calib.npy
+quantize.format = qoperator
+
+[model rf8 : rf]
+quantize.activations = int8
+
+[model rfsym : rf]
+quantize.symmetric-activations = true
+EOF
+if ! "$Q" -C "$R" rf rf8 rfsym > "$TMPD/rlog" 2>&1; then
+	fail "the Add+Relu / Mul+Clip model quantizes" "$(grep quantmake: "$TMPD/rlog")"
+	exit 0
+fi
+for m in rf rf8 rfsym; do
+	"$Q" run "$R/build/$m/$m.onnx" -i input="$R/x.npy" -o "$TMPD/out-$m.npz" -q 2>"$TMPD/run.err" ||
+		fail "quantmake runs $m" "$(tail -2 "$TMPD/run.err")"
+done
+"$PY" - "$R" "$TMPD" > "$TMPD/rf.out" 2>&1 <<'EOF'
+import sys, json, numpy as np, onnx, onnxruntime as ort
+from onnxruntime.quantization import quantize_static, QuantFormat, QuantType, CalibrationDataReader
+R, T = sys.argv[1:]
+ort.set_default_logger_severity(3)
+x, calib = np.load(R + "/x.npy"), np.load(R + "/calib.npy")
+class Reader(CalibrationDataReader):
+    def __init__(self): self.it = iter([{"input": calib}])
+    def get_next(self): return next(self.it, None)
+run = lambda p: ort.InferenceSession(p, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+sqnr = lambda ref, o: float(10 * np.log10((ref ** 2).sum() / max(((ref - o) ** 2).sum(), 1e-30)))
+ref = run(R + "/rf.onnx")
+fused = ["QuantizeLinear", "QLinearConv", "QLinearConv", "QLinearAdd", "QLinearConv", "QLinearMul", "QLinearConv",
+         "DequantizeLinear"]
+for m, act in (("rf", QuantType.QUInt8), ("rf8", QuantType.QInt8), ("rfsym", None)):
+    p = "%s/build/%s/%s.onnx" % (R, m, m)
+    mm = onnx.load(p)
+    onnx.checker.check_model(mm, full_check=True)
+    ops = [n.op_type for n in mm.graph.node]
+    st = {n["name"]: n for n in json.load(open("%s/build/%s/quant.json" % (R, m)))["nodes"]}
+    if m == "rfsym":
+        # a symmetric range holds negatives: Relu and Clip must stay
+        ok = "Relu" in ops and "Clip" in ops and st["relu"]["status"] == "skipped" and "symmetric" in st["relu"]["reason"]
+    else:
+        ok = ops == fused and st["relu"]["status"] == st["clip"]["status"] == "folded"
+    print(("PASS: " if ok else "FAIL: ") + "%s: Relu after QLinearAdd and Clip after QLinearMul %s: %s"
+          % (m, "stay float (symmetric)" if m == "rfsym" else "fold into the range", ops))
+    theirs, ours = run(p), np.load("%s/out-%s.npz" % (T, m))["out"]
+    d = float(np.abs(ours - theirs).max())
+    print(("PASS: " if d <= 1e-5 * np.abs(theirs).max() else "FAIL: ") +
+          "%s: quantmake's interpreter gives onnxruntime's outputs (max diff %.3g)" % (m, d))
+    if act is not None:
+        peer = "%s/peer-rf-%s.onnx" % (T, m)
+        quantize_static(R + "/rf.onnx", peer, Reader(), quant_format=QuantFormat.QOperator, activation_type=act,
+                        weight_type=QuantType.QInt8)
+        a, b = sqnr(ref, theirs), sqnr(ref, run(peer))
+        print(("PASS: " if a >= b - 1.0 else "FAIL: ") + "%s: SQNR %.1f dB, onnxruntime's QOperator quantizer %.1f dB "
+              "(its ops: %s)" % (m, a, b, [n.op_type for n in onnx.load(peer).graph.node]))
+EOF
+grep -q '^PASS: ' "$TMPD/rf.out" && ! grep -q '^Traceback' "$TMPD/rf.out" && grep -E '^(PASS|FAIL): ' "$TMPD/rf.out" ||
+	fail "Relu/Clip folding evaluation" "$(grep -E '^(PASS|FAIL)' "$TMPD/rf.out"; tail -3 "$TMPD/rf.out")"

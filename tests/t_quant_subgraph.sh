@@ -1,13 +1,15 @@
 #!/bin/sh
 # Quantization inside subgraphs: a model made with the onnx helper API whose
 # If branches hold Conv, Gemm (weight in the main graph) and MatMul and whose
-# Loop body holds a MatMul, quantized statically (QDQ, per tensor and per
-# channel) and dynamically. Every result passes onnx.checker, runs in
-# onnxruntime, our interpreter matches onnxruntime, the SQNR against the
+# Loop body holds a MatMul, quantized statically (QDQ per tensor and per
+# channel, QOperator) and dynamically. Every result passes onnx.checker,
+# runs in onnxruntime, our interpreter matches onnxruntime, the SQNR against the
 # float model is above 25 dB on random inputs and quant.json lists the body
 # nodes, quantized, by their scope ("if/then/conv_t"); a branch calibration
 # never took stays float with that reason; exclude-nodes takes scoped names;
-# a name two scopes define gets no statistics.
+# a name two scopes define gets no statistics. QOperator: each body is a
+# quantized region of its own; a weight of the main graph read in a branch
+# stays float with the reason.
 # silero-vad (Conv and LSTM inside an If; bench/fetch-models.sh, skipped
 # when not fetchable) quantizes statically and dynamically, runs in both,
 # and its SQNR against the float model is printed.
@@ -97,12 +99,21 @@ source = sub.onnx
 quantize = static
 quantize.calibration = cal
 quantize.exclude-nodes = if/then/conv_t mm_e
+
+[model qop]
+source = sub.onnx
+quantize = static
+quantize.calibration = cal
+quantize.format = qoperator
+
+[model qopthen : qop]
+quantize.calibration = then
 EOF
-if "$Q" -C "$P" -j2 qdq pc dyn then ex > "$TMPD/log" 2>&1; then pass "static, per-channel and dynamic quantization of If and Loop bodies build"
-else fail "static, per-channel and dynamic quantization of If and Loop bodies build" "$(grep quantmake: "$TMPD/log")"; fi
+if "$Q" -C "$P" -j2 qdq pc dyn then ex qop qopthen > "$TMPD/log" 2>&1; then pass "static (QDQ, QOperator), per-channel and dynamic quantization of If and Loop bodies build"
+else fail "static (QDQ, QOperator), per-channel and dynamic quantization of If and Loop bodies build" "$(grep quantmake: "$TMPD/log")"; fi
 
 # our interpreter on both branches of each result
-for mo in qdq pc dyn then ex; do
+for mo in qdq pc dyn then ex qop qopthen; do
 	for k in 0 1; do
 		"$Q" run "$P/build/$mo/$mo.onnx" -i "$P/test$k.npz" -o "$TMPD/$mo-$k.npz" >/dev/null 2>"$TMPD/run.err" ||
 			fail "quantmake runs $mo (test $k)" "$(tail -2 "$TMPD/run.err")"
@@ -142,7 +153,8 @@ for k in range(2):
     print("%s branch %d: SQNR %.1f dB" % (mo, k, sqnr))
 EOF
 }
-for spec in "qdq QuantizeLinear DequantizeLinear Conv Gemm MatMul" "pc DequantizeLinear" "dyn MatMulInteger ConvInteger DynamicQuantizeLinear"; do
+for spec in "qdq QuantizeLinear DequantizeLinear Conv Gemm MatMul" "pc DequantizeLinear" "dyn MatMulInteger ConvInteger DynamicQuantizeLinear" \
+	"qop QuantizeLinear QLinearConv DequantizeLinear"; do
 	set -- $spec
 	if check_model "$@" > "$TMPD/chk" 2>&1; then pass "$1: checker, onnxruntime = quantmake, SQNR > 25 dB on both branches ($(tr '\n' ' ' < "$TMPD/chk"))"
 	else fail "$1: checker, onnxruntime = quantmake, SQNR > 25 dB on both branches" "$(tail -3 "$TMPD/chk")"; fi
@@ -172,6 +184,32 @@ assert e["if/else/conv_e"]["status"] == "quantized", e["if/else/conv_e"]
 EOF
 then pass "quant.json: body nodes by scope, quantized; an untaken branch stays float with the reason; scoped and bare exclusions"
 else fail "quant.json: body nodes by scope, quantized; an untaken branch stays float with the reason; scoped and bare exclusions" "see above"; fi
+
+# QOperator in bodies: each body is a region of its own (an outer value
+# gets its QuantizeLinear inside, named by the scope); a weight of the main
+# graph read in a branch stays float with the reason; an untaken branch too
+if "$PY" - "$P" <<'EOF'
+import sys, json, onnx
+P = sys.argv[1]
+st = lambda mo: {n["name"]: n for n in json.load(open("%s/build/%s/quant.json" % (P, mo)))["nodes"]}
+q = st("qop")
+for n in ["if/then/conv_t", "if/else/conv_e", "if/else/mm_e", "loop/body/mm_l"]:
+    assert q[n]["status"] == "quantized", (n, q.get(n))
+for n in ["if/then/relu_t", "if/else/add_e", "loop/body/add_l"]:
+    assert q[n]["status"] == "folded", (n, q.get(n))
+assert q["if/then/gemm_t"]["status"] == "skipped" and "enclosing graph" in q["if/then/gemm_t"]["reason"], q["if/then/gemm_t"]
+m = onnx.load(P + "/build/qop/qop.onnx")
+br = {a.name: a.g for a in m.graph.node[0].attribute}
+ops = [n.op_type for n in br["else_branch"].node]
+assert ops == ["QuantizeLinear", "QLinearConv", "Flatten", "Reshape", "QLinearConv", "Reshape", "DequantizeLinear"], ops
+assert br["then_branch"].node[0].output[0] == "if/then/x_quantized", br["then_branch"].node[0]
+t = st("qopthen")
+assert t["if/then/conv_t"]["status"] == "quantized", t["if/then/conv_t"]
+for n in ["if/else/conv_e", "if/else/mm_e"]:
+    assert t[n]["status"] == "skipped" and "never ran during calibration" in t[n]["reason"], t[n]
+EOF
+then pass "QOperator: body nodes quantized by scope, outer values quantized inside the body, outer weights and untaken branches float with the reason"
+else fail "QOperator: body nodes quantized by scope, outer values quantized inside the body, outer weights and untaken branches float with the reason" "see above"; fi
 
 # the untaken branch really stays float: no Q/DQ in it, still runs
 if "$PY" - "$P" <<'EOF'

@@ -12,7 +12,9 @@
  * Types float, float16 and double compute in float32, as the other float
  * kernels do (nn.h): constant weights (W, R, B, P) are converted once per
  * plan and kept in the node's cache, the other inputs on every call, and
- * the outputs are converted back; other types are a named error. */
+ * the outputs are converted back; other types are a named error.
+ * rnn_lstm_run_gemm() (rnn.h) is the LSTM with both products supplied by
+ * the caller, for com.microsoft DynamicQuantizeLSTM (dqlstm.c). */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 
 #include "ops/nn.h"
 #include "ops/op.h"
+#include "ops/rnn.h"
 #include "ops/shapeutil.h"
 #include "util.h"
 
@@ -322,7 +325,8 @@ static void rec_proj(int64_t batch, int64_t n, int64_t k, const float *h, int64_
 			    (int)ldh, R, (int)k, 0.0f, out, (int)ldo);
 }
 
-static int rnn_run_cell(RunCtx *c, int cell)
+/* q: the products of a quantized LSTM (rnn.h), else NULL */
+static int rnn_run_cell(RunCtx *c, int cell, const RnnGemm *q)
 {
 	RnnAttrs a;
 	if (rnn_attrs(c->node, c->opset, cell, &a) < 0)
@@ -339,13 +343,13 @@ static int rnn_run_cell(RunCtx *c, int cell)
 		return op_error(c->node, "X must have rank 3, has %d", x->rank);
 	int64_t seq = x->dims[a.layout ? 1 : 0], batch = x->dims[a.layout ? 0 : 1], isz = x->dims[2];
 	int G = ngates(cell);
-	int64_t hid = a.hidden > 0 ? a.hidden : (r->rank == 3 ? r->dims[2] : -1), nd = a.ndir;
+	int64_t hid = a.hidden > 0 ? a.hidden : (r->rank == 3 && !q ? r->dims[2] : -1), nd = a.ndir;
 	if (hid <= 0)
 		return op_error(c->node, "hidden_size is required");
 	int64_t dw[3] = {nd, G * hid, isz}, dr[3] = {nd, G * hid, hid}, db[2] = {nd, 2 * G * hid};
 	int64_t dh[3] = {a.layout ? batch : nd, a.layout ? nd : batch, hid}, dp[2] = {nd, 3 * hid};
 	int dt = x->dtype;
-	if (check_in(c, w, dt, "W", 3, dw) < 0 || check_in(c, r, dt, "R", 3, dr) < 0 ||
+	if ((!q && (check_in(c, w, dt, "W", 3, dw) < 0 || check_in(c, r, dt, "R", 3, dr) < 0)) ||
 	    (b && check_in(c, b, dt, "B", 2, db) < 0) || (h0 && check_in(c, h0, dt, "initial_h", 3, dh) < 0) ||
 	    (c0 && check_in(c, c0, dt, "initial_c", 3, dh) < 0) || (p && check_in(c, p, dt, "P", 2, dp) < 0))
 		return -1;
@@ -375,13 +379,16 @@ static int rnn_run_cell(RunCtx *c, int cell)
 	const float *fin[8] = {0};
 	float *Y = NULL, *Yh = NULL, *Yc = NULL;
 	for (size_t i = 0; i < 8; i++) /* every type was checked: no error here */
-		if (i != 4)
+		if (i != 4 && !(q && (i == 1 || i == 2)))
 			fin[i] = rnn_f32(c, i, &ftmp[i]);
 	if ((c->nout > 0 && !(Y = nn_f32_out(c, 0, dt, 4, dy, &otmp[0]))) ||
 	    (c->nout > 1 && !(Yh = nn_f32_out(c, 1, dt, 3, dh, &otmp[1]))) ||
 	    (cell == CELL_LSTM && c->nout > 2 && !(Yc = nn_f32_out(c, 2, dt, 3, dh, &otmp[2]))))
 		goto out;
-	int64_t gh = G * hid, rows = seq * batch;
+	int64_t gh = G * hid, rows = seq * batch, maxlen = 0;
+	int yseq = c->node->n_output > 0 && *c->node->output[0];
+	for (int64_t i = 0; i < batch; i++)
+		maxlen = lens[i] > maxlen ? lens[i] : maxlen;
 	xw = falloc(rows * gh);
 	hr = falloc(batch * gh);
 	h = falloc(batch * hid);
@@ -390,15 +397,19 @@ static int rnn_run_cell(RunCtx *c, int cell)
 	gates = falloc(gh);
 	const float *X = fin[0];
 	for (int di = 0; di < a.ndir; di++) {
-		const float *W = fin[1] + di * gh * isz;
-		const float *R = fin[2] + di * gh * hid;
+		const float *W = q ? NULL : fin[1] + di * gh * isz;
+		const float *R = q ? NULL : fin[2] + di * gh * hid;
 		const float *Wb = b ? fin[3] + di * 2 * gh : NULL;
 		const float *Rb = b ? Wb + gh : NULL;
 		const float *P = p ? fin[7] + di * 3 * hid : NULL;
 		const Act *f = a.act[di];
 		int rev = a.dirs[di];
 		/* input projection of every (time, batch) row */
-		if (rows && gh && isz)
+		if (q) {
+			memset(xw, 0, sizeof *xw * (size_t)(rows * gh));
+			if (maxlen && batch && gh && isz)
+				q->input(q, di, maxlen * batch, gh, isz, X, xw);
+		} else if (rows && gh && isz)
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)gh, (int)isz,
 				    1.0f, X, (int)isz, W, (int)isz, 0.0f, xw, (int)gh);
 		else
@@ -411,18 +422,31 @@ static int rnn_run_cell(RunCtx *c, int cell)
 				cs[bi * hid + k] = c0 ? fin[6][o] : 0;
 			}
 		for (int64_t step = 0; step < seq; step++) {
-			int64_t t = rev ? seq - 1 - step : step;
+			int64_t t0 = rev ? seq - 1 - step : step;
 			/* recurrent projection; for GRU without linear_before_reset the
 			 * h gate's part is computed after the reset gate */
 			int64_t ng = cell == CELL_GRU && !a.lbr ? 2 * hid : gh;
-			if (batch && hid)
+			if (batch && hid && q) {
+				/* quantized, the batch shares one range: as onnxruntime,
+				 * whose state of an entry finished a step ago is read
+				 * from Y (zeros) when Y is an output */
+				const float *hq = h;
+				if (yseq) {
+					memcpy(tmp, h, sizeof *tmp * (size_t)(batch * hid));
+					for (int64_t bi = 0; bi < batch; bi++)
+						if (step > lens[bi])
+							memset(tmp + bi * hid, 0, sizeof *tmp * (size_t)hid);
+					hq = tmp;
+				}
+				q->recur(q, di, batch, ng, hid, hq, hr, gh);
+			} else if (batch && hid)
 				rec_proj(batch, ng, hid, h, hid, R, hr, gh);
 			else
 				memset(hr, 0, sizeof *hr * (size_t)(batch * gh));
 			if (cell == CELL_GRU && !a.lbr) {
 				/* r = f(...); then (r . H) * Rh^T */
 				for (int64_t bi = 0; bi < batch; bi++) {
-					const float *xr = xw + (a.layout ? bi * seq + t : t * batch + bi) * gh;
+					const float *xr = xw + (a.layout ? bi * seq + t0 : t0 * batch + bi) * gh;
 					for (int64_t k = 0; k < hid; k++) {
 						float v = xr[hid + k] + hr[bi * gh + hid + k];
 						if (Wb)
@@ -436,6 +460,10 @@ static int rnn_run_cell(RunCtx *c, int cell)
 			}
 			for (int64_t bi = 0; bi < batch; bi++) {
 				float *hb = h + bi * hid, *cb = cs + bi * hid;
+				/* quantized and reversed, each entry starts at its own
+				 * last step, as onnxruntime's reversed copy of X does, so
+				 * a step's shared range covers the same states as its */
+				int64_t t = q && rev ? (step < lens[bi] ? lens[bi] - 1 - step : step) : t0;
 				int64_t yo = a.layout ? ((bi * seq + t) * nd + di) * hid : ((t * nd + di) * batch + bi) * hid;
 				if (t >= lens[bi]) {
 					if (Y)
@@ -515,9 +543,14 @@ out:
 	return ret;
 }
 
-static int rnn_run(RunCtx *c) { return rnn_run_cell(c, CELL_RNN); }
-static int gru_run(RunCtx *c) { return rnn_run_cell(c, CELL_GRU); }
-static int lstm_run(RunCtx *c) { return rnn_run_cell(c, CELL_LSTM); }
+static int rnn_run(RunCtx *c) { return rnn_run_cell(c, CELL_RNN, NULL); }
+static int gru_run(RunCtx *c) { return rnn_run_cell(c, CELL_GRU, NULL); }
+static int lstm_run(RunCtx *c) { return rnn_run_cell(c, CELL_LSTM, NULL); }
+
+int rnn_lstm_run_gemm(RunCtx *c, const RnnGemm *g)
+{
+	return rnn_run_cell(c, CELL_LSTM, g);
+}
 
 OPERATOR(ai_onnx, RNN, 1, rnn_infer, rnn_run)
 OPERATOR(ai_onnx, GRU, 1, gru_infer, gru_run)

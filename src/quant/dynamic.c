@@ -17,6 +17,15 @@
  * asymmetric uint8), and the per-channel scale is applied after, as
  * [1, M, 1, ...]. Needs opset >= 11 (DynamicQuantizeLinear).
  *
+ * LSTM becomes onnxruntime's com.microsoft DynamicQuantizeLSTM (as its
+ * quantize_dynamic writes it; src/ops/dqlstm.c runs it): W [dirs, 4H, I]
+ * and R [dirs, 4H, H] are quantized per direction, or per row of 4H with
+ * per-channel, and stored transposed ([dirs, I, 4H], [dirs, H, 4H]), with
+ * scales and zero points [dirs] or [dirs, 4H]; the kernel quantizes X and
+ * the hidden state at run time. Per row the zero point must be one per
+ * direction, so uint8 weights are then symmetric (128). GRU and RNN stay
+ * float: onnxruntime has no quantized kernel for them.
+ *
  * If branches and Loop/Scan bodies are rewritten too, before the node that
  * holds them: a weight of an enclosing graph is quantized once in that
  * graph (both branches share it), the DynamicQuantizeLinear of an outer
@@ -28,13 +37,14 @@
 #include "onnx/node.h"
 #include "quant/internal.h"
 
-const char *const quant_dynamic_ops[] = {"Conv", "Gemm", "MatMul", NULL};
+const char *const quant_dynamic_ops[] = {"Conv", "Gemm", "LSTM", "MatMul", NULL};
 
 typedef struct DCtx DCtx;
 struct DCtx {
 	DCtx *parent;              /* the enclosing graph's (NULL: main graph) */
 	const char *scope;         /* "If_0/then" (NULL: main graph) */
 	size_t *nq;                /* nodes quantized, over all scopes */
+	int *ms;                   /* a com.microsoft node was written */
 	PtrVec *drop;              /* pairs (graph, name) of float initializers
 				    * a rewrite stopped reading, over all scopes */
 	Model *m;
@@ -309,6 +319,127 @@ static int dyn_conv(DCtx *c, Onnx__NodeProto *n, const char **why)
 	return 1;
 }
 
+/* LSTM weight wp ([dirs, 4H, K], an initializer of scope c) quantized per
+ * direction or per row and stored transposed [dirs, K, 4H] (see the top);
+ * once per weight, as dyn_weight */
+static int dyn_lstm_weight(DCtx *c, const Onnx__TensorProto *wp, const QWeight **out)
+{
+	char *key = xasprintf("%s (DynamicQuantizeLSTM)", wp->name);
+	for (size_t i = 0; i < c->wkey.n; i++)
+		if (!strcmp(c->wkey.v[i], key)) {
+			free(key);
+			*out = &c->wq[i];
+			return 0;
+		}
+	Tensor t = {0}, qt = {0};
+	if (tensor_from_proto(c->m, wp, &t) < 0) {
+		free(key);
+		return -1;
+	}
+	int pc = c->o->per_channel, dt = c->o->weight_type, sym = dt == DT_INT8 || pc;
+	int64_t nd = t.dims[0], gh = t.dims[1], k = t.dims[2];
+	int64_t nch = pc ? nd * gh : nd, len = pc ? k : gh * k;   /* groups, values per group */
+	int64_t qd[3] = {nd, k, gh};
+	if (tensor_alloc(&qt, dt, 3, qd) < 0) {
+		tensor_free(&t);
+		free(key);
+		return -1;
+	}
+	QWeight q = {.nch = nch, .axis = pc ? 1 : nd > 1 ? 0 : -1, .dtype = dt};
+	q.scales = xcalloc(nch ? (size_t)nch : 1, sizeof *q.scales);
+	q.zps = xcalloc(nch ? (size_t)nch : 1, sizeof *q.zps);
+	int qmin, qmax;
+	qrange(dt, sym, c->o->reduce_range, &qmin, &qmax);
+	uint8_t *tmp = xmalloc(len ? (size_t)len : 1);
+	const float *x = t.data;
+	for (int64_t g = 0; g < nch; g++) {
+		const float *v = x + g * len;
+		float lo = len ? v[0] : 0, hi = lo;
+		for (int64_t i = 1; i < len; i++) {
+			lo = v[i] < lo ? v[i] : lo;
+			hi = v[i] > hi ? v[i] : hi;
+		}
+		QParams p = qparams_compute(lo, hi, dt, sym, c->o->reduce_range);
+		q.scales[g] = p.scale;
+		q.zps[g] = p.zero_point;
+		quantize_values(v, (size_t)len, &p, qmin, qmax, tmp);
+		/* value (d, row, i) of W goes to (d, i, row) */
+		for (int64_t e = 0; e < len; e++) {
+			int64_t flat = g * len + e, d = flat / (gh * k), row = flat / k % gh, i = flat % k;
+			((uint8_t *)qt.data)[(d * k + i) * gh + row] = tmp[e];
+		}
+	}
+	free(tmp);
+	tensor_free(&t);
+	q.qname = xasprintf("%s_quantized", wp->name);
+	q.sname = xasprintf("%s_scale", wp->name);
+	q.zname = xasprintf("%s_zero_point", wp->name);
+	qg_add_init(c->g, q.qname, &qt);
+	int64_t sd[2] = {nd, gh};
+	qg_add_values(c->g, q.sname, DT_FLOAT, pc ? 2 : 1, sd, q.scales);
+	qc_add_zp(c->g, q.zname, dt, pc ? 2 : 1, sd, q.zps, nch);
+	c->wq = xreallocarray(c->wq, c->wkey.n + 1, sizeof *c->wq);
+	c->wq[c->wkey.n] = q;
+	*out = &c->wq[c->wkey.n];
+	pv_push(&c->wkey, key);
+	qc_report_tensor(c->rep, wp->name, dt, q.nch, q.scales, q.zps, q.axis);
+	return 0;
+}
+
+/* LSTM -> com.microsoft DynamicQuantizeLSTM; 1 done, 0 skipped (*why), -1 */
+static int dyn_lstm(DCtx *c, Onnx__NodeProto *n, const char **why)
+{
+	const char *w = node_input(n, 1), *r = node_input(n, 2);
+	DCtx *wc = w ? init_scope(c, w) : NULL, *rc = r ? init_scope(c, r) : NULL;
+	Onnx__TensorProto *wp = wc ? qg_init(wc->g, w) : NULL, *rp = rc ? qg_init(rc->g, r) : NULL;
+	int64_t layout, hid;
+	if (attr_int(n, "layout", 0, &layout) < 0 || attr_int(n, "hidden_size", 0, &hid) < 0)
+		return -1;
+	if (!node_input(n, 0) || !wp || !rp || wp->data_type != DT_FLOAT || rp->data_type != DT_FLOAT ||
+	    wp->n_dims != 3 || rp->n_dims != 3 || rp->dims[0] != wp->dims[0] || rp->dims[1] != wp->dims[1] || rp->dims[1] != 4 * rp->dims[2]) {
+		*why = "its W and R (inputs 1 and 2) are not float initializers of shapes [dirs, 4H, I] and [dirs, 4H, H]";
+		return 0;
+	}
+	if (layout) {
+		*why = "layout = 1: onnxruntime's DynamicQuantizeLSTM has no layout attribute";
+		return 0;
+	}
+	const QWeight *qw, *qr;
+	/* W's entry is looked up again: adding R's may have moved wc->wq */
+	if (dyn_lstm_weight(wc, wp, &qw) < 0 || dyn_lstm_weight(rc, rp, &qr) < 0 ||
+	    dyn_lstm_weight(wc, wp, &qw) < 0)
+		return -1;
+	const char *in[12] = {node_input(n, 0), qw->qname, qr->qname, "", "", "", "", "",
+			      qw->sname, qw->zname, qr->sname, qr->zname};
+	for (size_t i = 3; i < 8; i++)
+		in[i] = node_input(n, i) ? node_input(n, i) : "";
+	char *base = base_name(c, n), *nm = xasprintf("%s_quant", base);
+	Onnx__NodeProto *q = qg_node("DynamicQuantizeLSTM", nm, 12, in, n->n_output,
+				     (const char *const *)n->output);
+	free(q->domain);
+	q->domain = xstrdup("com.microsoft");
+	/* the attributes move over but layout (0 here); onnxruntime's kernel
+	 * needs hidden_size, which LSTM may leave to R's shape */
+	for (size_t k = 0; k < n->n_attribute; k++) {
+		if (!strcmp(n->attribute[k]->name, "layout"))
+			onnx__attribute_proto__free_unpacked(n->attribute[k], NULL);
+		else
+			qg_attr_move(q, n->attribute[k]);
+	}
+	free(n->attribute);
+	n->attribute = NULL;
+	n->n_attribute = 0;
+	if (hid <= 0)
+		qg_attr_int(q, "hidden_size", rp->dims[2]);
+	qg_push(&c->nodes, &c->nn, q);
+	*c->ms = 1;
+	dyn_drop(c, wc->g, w);
+	dyn_drop(c, rc->g, r);
+	free(base);
+	free(nm);
+	return 1;
+}
+
 static void dctx_free(DCtx *c)
 {
 	for (size_t i = 0; i < c->dql.n; i++)
@@ -334,8 +465,8 @@ static int dyn_bodies(DCtx *c, Onnx__NodeProto *n)
 		if (!b)
 			continue;
 		char *scope = qg_scope(c->scope, n, n->attribute[a]);
-		DCtx s = {.parent = c, .scope = scope, .nq = c->nq, .drop = c->drop, .m = c->m, .g = b, .o = c->o,
-			  .rep = c->rep};
+		DCtx s = {.parent = c, .scope = scope, .nq = c->nq, .ms = c->ms, .drop = c->drop, .m = c->m, .g = b,
+			  .o = c->o, .rep = c->rep};
 		r = dyn_graph(&s);
 		dctx_free(&s);
 		free(scope);
@@ -360,13 +491,16 @@ static int dyn_graph(DCtx *c)
 		const char *ex = qc_excluded_in(n, c->scope, o), *why = NULL;
 		char *own = NULL;
 		int q = 0;
-		if (!qc_in_list(quant_dynamic_ops, n->op_type)) {
+		if (!strcmp(n->op_type, "GRU") || !strcmp(n->op_type, "RNN")) {
+			why = "onnxruntime has no quantized GRU or RNN kernel (only com.microsoft DynamicQuantizeLSTM)";
+		} else if (!qc_in_list(quant_dynamic_ops, n->op_type)) {
 			own = xasprintf("no dynamic quantization for %s", n->op_type);
 			why = own;
 		} else if (ex) {
 			why = ex;
 		} else {
-			q = !strcmp(n->op_type, "Conv") ? dyn_conv(c, n, &why) : dyn_matmul(c, n, &why);
+			q = !strcmp(n->op_type, "Conv") ? dyn_conv(c, n, &why) :
+			    !strcmp(n->op_type, "LSTM") ? dyn_lstm(c, n, &why) : dyn_matmul(c, n, &why);
 			if (q < 0)
 				r = error_prefix("node '%s%s%s'", c->scope ? c->scope : "", c->scope ? "/" : "",
 						 node_label(n, lab, sizeof lab));
@@ -375,7 +509,8 @@ static int dyn_graph(DCtx *c)
 			gone[i] = 1;
 			(*c->nq)++;
 			qc_report_node_in(c->rep, c->scope, n, "quantized", !strcmp(n->op_type, "Conv") ?
-					  "ConvInteger with uint8 weights (the only ConvInteger onnxruntime runs)" : NULL);
+					  "ConvInteger with uint8 weights (the only ConvInteger onnxruntime runs)" :
+					  !strcmp(n->op_type, "LSTM") ? "com.microsoft DynamicQuantizeLSTM" : NULL);
 		} else if (q == 0) {
 			qc_report_node_in(c->rep, c->scope, n, "skipped", why);
 			r = dyn_bodies(c, n);
@@ -418,12 +553,15 @@ int quant_dynamic(Model *m, const QuantOpts *o, QuantReport *rep)
 		return error("dynamic quantization needs opset >= 11 (DynamicQuantizeLinear); the model imports opset %lld",
 			     (long long)opset);
 	size_t nq = 0, norig = g->n_node;
+	int ms = 0;
 	PtrVec drop = {0};
-	DCtx c = {.nq = &nq, .drop = &drop, .m = m, .g = g, .o = o, .rep = rep};
+	DCtx c = {.nq = &nq, .ms = &ms, .drop = &drop, .m = m, .g = g, .o = o, .rep = rep};
 	int r = dyn_graph(&c);
 	if (r == 0 && nq == 0)
-		r = error("nothing to quantize: the model has no MatMul, Gemm or Conv with a float initializer weight that dynamic quantization could take (%zu nodes)",
+		r = error("nothing to quantize: the model has no MatMul, Gemm, Conv or LSTM with float initializer weights that dynamic quantization could take (%zu nodes)",
 			  norig);
+	if (r == 0 && ms)
+		qg_import(m->proto, "com.microsoft", 1);
 	/* float weights and biases no node reads any more go, in their scope */
 	for (size_t i = 0; i + 1 < drop.n; i += 2) {
 		if (r == 0)

@@ -7,11 +7,15 @@
  *     bias int32 with scale = input scale x weight scale;
  *   - Gemm (transA = 0, constant B, 1-D or absent C) becomes Reshape to
  *     [M, K, 1, 1], a 1x1 QLinearConv, Reshape back to [M, N]. onnxruntime
- *     emits QGemm, a com.microsoft operator our interpreter does not run;
- *     QLinearMatMul has no bias input, so the bias would be added in float
- *     after rounding to a range nobody calibrated (the product before the
- *     bias). The 1x1 QLinearConv is standard ONNX and takes the same int32
- *     bias (alpha is folded into the weights, beta into the bias);
+ *     emits its com.microsoft QGemm: the same integer sums, int32 bias and
+ *     requantization, so the same codes (the CNN of tests/t_qop_ms.sh gives
+ *     onnxruntime's outputs exactly, 51.0 dB both) for about 130 bytes less
+ *     per Gemm (the two Reshapes and their shapes); not worth a contrib
+ *     operator where standard ONNX does. QLinearMatMul has no bias input,
+ *     so the bias would be added in float after rounding to a range nobody
+ *     calibrated (the product before the bias). The 1x1 QLinearConv takes
+ *     the same int32 bias (alpha is folded into the weights, beta into the
+ *     bias);
  *   - MatMul of a 2-D input and a constant, read only by an Add of a
  *     constant bias (an exported Linear layer), becomes the same 1x1
  *     QLinearConv with that bias in int32: the product is not rounded before
@@ -23,8 +27,9 @@
  *     one scale and zero point, whose input is already a twin, run on the
  *     8-bit tensors and pass the scale and zero point on: they only move
  *     values;
- *   - a Relu/Clip that alone reads the output of a converted Conv, Gemm or
- *     MatMul folds into that output's range, as in the QDQ form.
+ *   - a Relu/Clip that alone reads the output of a converted Conv, Gemm,
+ *     MatMul, Add or Mul folds into that output's range, as in the QDQ
+ *     form (the activation's calibrated range clamps as it does).
  *   - Add, Mul, GlobalAveragePool, AveragePool, Sigmoid, LeakyRelu,
  *     Softmax and Concat of twins with differing scales, whose data inputs
  *     are already twins (Add and Mul: one of them, the other gets a
@@ -41,7 +46,15 @@
  * QuantizeLinear makes a twin where a quantized region starts (once per
  * tensor); DequantizeLinear gives the float tensor back, under its own
  * name, where a float node or a graph output reads it, as onnxruntime's
- * QOperator output does. */
+ * QOperator output does.
+ *
+ * If branches and Loop/Scan bodies are rewritten the same way, each as a
+ * graph of its own after the node holding it: twins do not cross a body's
+ * boundary (an outer value the body quantizes gets a QuantizeLinear inside
+ * it, its twin named by the scope, "If_0/then/x_quantized"; the body's
+ * outputs are float), a Conv/Gemm/MatMul whose weight is an initializer of
+ * an enclosing graph stays float, and a body calibration never ran stays
+ * float whole. quant.json names body nodes by scope. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +79,10 @@ typedef struct QVal {
 typedef struct Ctx {
 	Model *m;
 	Onnx__GraphProto *g;
+	const struct Ctx *parent; /* the enclosing graph's (NULL: main graph) */
+	const char *scope;        /* "If_0/then" (NULL: main graph) */
+	size_t *nq;               /* nodes quantized, over all scopes */
+	int *ms;                  /* a com.microsoft operator was emitted, any scope */
 	const CalibStats *stats;
 	const QuantOpts *o;
 	QuantReport *rep;
@@ -89,7 +106,6 @@ typedef struct Ctx {
 	} *ranges;
 	size_t nranges;
 	PtrVec replaced;          /* float initializers that may have lost their readers */
-	int ms;                   /* a com.microsoft operator was emitted */
 } Ctx;
 
 static QVal *val_find(Ctx *c, const char *name)
@@ -107,7 +123,11 @@ static QVal *val_add(Ctx *c, const char *name, QParams p, int has_float, const c
 	QVal *v = xcalloc(1, sizeof *v);
 	c->vals = xreallocarray(c->vals, c->nvals + 1, sizeof *c->vals);
 	c->vals[c->nvals++] = v;
-	char *b = xasprintf("%s_quantized", name);
+	/* a body's twin of an outer value is named by the scope: the outer
+	 * graph may have a twin of that name already */
+	char *sn = c->scope && !qg_defines(c->g, name) ? xasprintf("%s/%s", c->scope, name) : NULL;
+	const char *base = sn ? sn : name;
+	char *b = xasprintf("%s_quantized", base);
 	v->name = xstrdup(name);
 	v->q = qg_unique_name(c->g, b);
 	v->p = p;
@@ -117,7 +137,7 @@ static QVal *val_add(Ctx *c, const char *name, QParams p, int has_float, const c
 		v->s = xstrdup(s);
 		v->z = xstrdup(z);
 	} else {
-		char *bs = xasprintf("%s_scale", name), *bz = xasprintf("%s_zero_point", name);
+		char *bs = xasprintf("%s_scale", base), *bz = xasprintf("%s_zero_point", base);
 		v->s = qg_unique_name(c->g, bs);
 		v->z = qg_unique_name(c->g, bz);
 		qg_add_scalar_f(c->g, v->s, p.scale);
@@ -125,7 +145,8 @@ static QVal *val_add(Ctx *c, const char *name, QParams p, int has_float, const c
 		free(bs);
 		free(bz);
 	}
-	qc_report_tensor(c->rep, name, p.dtype, 1, &p.scale, &p.zero_point, -1);
+	qc_report_tensor(c->rep, base, p.dtype, 1, &p.scale, &p.zero_point, -1);
+	free(sn);
 	return v;
 }
 
@@ -213,11 +234,13 @@ static Onnx__NodeProto *sole_reader(Ctx *c, const char *name)
 }
 
 /* the output of node n as quantized: its own name, or that of a Relu/Clip
- * folded into it (marked "folded"); 0 without statistics */
+ * folded into it (marked "folded"); 0 without statistics. A symmetric
+ * range holds negative values, so it would not clamp as Relu does: the
+ * activation then stays (as onnxruntime keeps it) */
 static int out_target(Ctx *c, Onnx__NodeProto *n, const char **y, QParams *p)
 {
 	*y = n->output[0];
-	Onnx__NodeProto *r = qg_is_output(c->g, *y) ? NULL : sole_reader(c, *y);
+	Onnx__NodeProto *r = qg_is_output(c->g, *y) || c->o->act_symmetric ? NULL : sole_reader(c, *y);
 	if (r && (!strcmp(r->op_type, "Relu") || !strcmp(r->op_type, "Clip")) && r->n_output == 1 &&
 	    !strcmp(r->input[0], *y) && !qc_excluded(r, c->o) && act_params(c, r->output[0], p)) {
 		*y = r->output[0];
@@ -616,7 +639,7 @@ static Onnx__NodeProto *ms_node(Ctx *c, Onnx__NodeProto *n, size_t nin, const ch
 	}
 	free(op);
 	free(nm);
-	c->ms = 1;
+	*c->ms = 1;
 	return q;
 }
 
@@ -637,7 +660,10 @@ static int do_ms(Ctx *c, Onnx__NodeProto *n, const char **why)
 		return -1;
 	int dt = c->o->act_type;
 	QParams yp = {.scale = 1.0f / 256.0f, .zero_point = dt == DT_INT8 ? -128 : 0, .dtype = dt};
-	if (!softmax && !act_params(c, n->output[0], &yp))
+	/* a Relu/Clip reading alone the output of QLinearAdd or QLinearMul
+	 * folds into its range, as after QLinearConv */
+	const char *y = n->output[0];
+	if (!softmax && !(bin ? out_target(c, n, &y, &yp) : act_params(c, y, &yp)))
 		return *why = "no calibration statistics for its output", 0;
 	/* onnxruntime refuses x_scale / (y_scale x image size) outside [2^-32, 256) */
 	float ratio = strcmp(op, "GlobalAveragePool") ? 1.0f : val_find(c, n->input[0])->p.scale / yp.scale;
@@ -646,7 +672,7 @@ static int do_ms(Ctx *c, Onnx__NodeProto *n, const char **why)
 	QVal **xv = xmalloc(nd * sizeof *xv);
 	for (size_t i = 0; i < nd; i++)
 		xv[i] = twin(c, n->input[i]);
-	QVal *yv = val_add(c, n->output[0], yp, 0, NULL, NULL);
+	QVal *yv = val_add(c, y, yp, 0, NULL, NULL);
 	size_t nin = 0;
 	const char **in = xmalloc((3 * nd + 2) * sizeof *in);
 	if (concat) {
@@ -676,6 +702,20 @@ static int has_subgraph(const Onnx__NodeProto *n)
 	return 0;
 }
 
+/* is name, read in body c, an initializer of an enclosing graph? */
+static int outer_init(const Ctx *c, const char *name)
+{
+	if (!c->parent || qg_init(c->g, name) || qg_defines(c->g, name))
+		return 0;
+	for (const Ctx *o = c->parent; o; o = o->parent) {
+		if (qg_init(o->g, name))
+			return 1;
+		if (qg_defines(o->g, name))
+			return 0;
+	}
+	return 0;
+}
+
 /* one original node: converted (1), kept in float (0, *why), -1 error */
 static int step(Ctx *c, Onnx__NodeProto *n, const char **why)
 {
@@ -696,8 +736,13 @@ static int step(Ctx *c, Onnx__NodeProto *n, const char **why)
 		r = do_ms(c, n, why);
 	else if (strcmp(op, "Relu") && strcmp(op, "Clip"))
 		r = do_generic(c, n, why);
+	else if (c->o->act_symmetric)
+		*why = "kept in float: a symmetric activation range does not clamp as it does";
 	else
-		*why = "kept in float: it does not follow a quantized Conv, Gemm or MatMul as their output's sole reader";
+		*why = "kept in float: it does not follow a quantized Conv, Gemm, MatMul, Add or Mul as their output's sole reader";
+	if (r == 0 && (!strcmp(op, "Conv") || !strcmp(op, "Gemm") || !strcmp(op, "MatMul")) && n->n_input > 1 &&
+	    outer_init(c, n->input[1]))
+		*why = "its weight is an initializer of an enclosing graph: QOperator quantizes a body's own weights only";
 	if (r <= 0) /* a fold tried above is off */
 		memcpy(c->status, before, c->norig * sizeof *before);
 	free(before);
@@ -810,75 +855,143 @@ static int nothing_error(Ctx *c, char **why)
 	return r;
 }
 
+/* did calibration run graph g (a body): has any of its tensors statistics? */
+static int body_ran(const CalibStats *s, const Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_input; i++)
+		if (g->input[i]->name && calib_find(s, g->input[i]->name))
+			return 1;
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_output; k++)
+			if (calib_find(s, g->node[i]->output[k]))
+				return 1;
+	return 0;
+}
+
+/* every node of g and of its subgraphs, in scope, skipped for why */
+static void report_skipped(QuantReport *rep, const Onnx__GraphProto *g, const char *scope, const char *why)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		qc_report_node_in(rep, scope, n, "skipped", why);
+		for (size_t a = 0; a < n->n_attribute; a++)
+			if (n->attribute[a]->g) {
+				char *sub = qg_scope(scope, n, n->attribute[a]);
+				report_skipped(rep, n->attribute[a]->g, sub, why);
+				free(sub);
+			}
+	}
+}
+
+static int qop_graph(Ctx *c);
+
+/* the If branches and Loop/Scan bodies of float node n, each rewritten as a
+ * graph of its own (its own twins; outer values it quantizes get their
+ * QuantizeLinear inside it, its outputs are float) */
+static int qop_bodies(Ctx *c, Onnx__NodeProto *n)
+{
+	int r = 0;
+	for (size_t a = 0; a < n->n_attribute && r == 0; a++) {
+		Onnx__GraphProto *b = n->attribute[a]->g;
+		if (!b)
+			continue;
+		char *scope = qg_scope(c->scope, n, n->attribute[a]);
+		if (!body_ran(c->stats, b)) {
+			report_skipped(c->rep, b, scope,
+				       "its subgraph never ran during calibration (a branch not taken): no statistics");
+		} else {
+			Ctx s = {.m = c->m, .g = b, .parent = c, .scope = scope, .nq = c->nq, .ms = c->ms,
+				 .stats = c->stats, .o = c->o, .rep = c->rep, .opset = c->opset};
+			r = qop_graph(&s);
+		}
+		free(scope);
+	}
+	return r;
+}
+
+/* rewrite c->g (the main graph or a body), report its nodes */
+static int qop_graph(Ctx *c)
+{
+	Onnx__GraphProto *g = c->g;
+	const QuantOpts *o = c->o;
+	c->norig = g->n_node;
+	c->orig = xcalloc(c->norig ? c->norig : 1, sizeof *c->orig);
+	memcpy(c->orig, g->node, c->norig * sizeof *c->orig);
+	c->status = xcalloc(c->norig ? c->norig : 1, sizeof *c->status);
+	c->kept = xcalloc(c->norig ? c->norig : 1, sizeof *c->kept);
+	char **why = xcalloc(c->norig ? c->norig : 1, sizeof *why);
+	char lab[256];
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < c->norig; i++) {
+		Onnx__NodeProto *n = c->orig[i];
+		const char *ex = qc_excluded_in(n, c->scope, o), *w = NULL;
+		if (c->status[i]) /* folded */
+			continue;
+		if (!qc_in_list(qop_ops, n->op_type))
+			why[i] = xasprintf("no static QOperator quantization for %s", n->op_type);
+		else if (ex)
+			why[i] = xstrdup(ex);
+		else if ((r = step(c, n, &w)) < 0)
+			r = error_prefix("node '%s%s%s'", c->scope ? c->scope : "", c->scope ? "/" : "",
+					 node_label(n, lab, sizeof lab));
+		else if (r == 1) {
+			c->status[i] = "quantized";
+			(*c->nq)++;
+			r = 0;
+			continue;
+		} else
+			why[i] = xstrdup(w);
+		if (r == 0) {
+			keep_float(c, n);
+			r = qop_bodies(c, n);
+		}
+	}
+	for (size_t i = 0; r == 0 && i < g->n_output; i++)
+		need_float(c, g->output[i]->name);
+	if (r == 0 && !c->scope && *c->nq == 0)
+		r = nothing_error(c, why);
+	if (r == 0) {
+		free(g->node);
+		g->node = c->out;
+		g->n_node = c->nout;
+		c->out = NULL;
+		c->nout = 0;
+		for (size_t i = 0; i < c->replaced.n; i++)
+			qg_drop_unused_init(g, c->replaced.v[i]);
+	} else {
+		/* g->node still owns every original: c->out gives them back */
+		size_t k = 0;
+		for (size_t i = 0; i < c->nout; i++)
+			if (orig_index(c, c->out[i]) == c->norig)
+				c->out[k++] = c->out[i];
+		c->nout = k;
+	}
+	for (size_t i = 0; i < c->norig; i++) {
+		if (r == 0)
+			qc_report_node_in(c->rep, c->scope, c->orig[i], c->status[i] ? c->status[i] : "skipped", why[i]);
+		free(why[i]);
+		if (r == 0 && !c->kept[i])
+			onnx__node_proto__free_unpacked(c->orig[i], NULL);
+	}
+	free(why);
+	free(c->kept);
+	free(c->status);
+	free(c->orig);
+	ctx_free(c);
+	return r;
+}
+
 int quant_static_qoperator(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep)
 {
 	Onnx__GraphProto *g = m->proto->graph;
 	int64_t opset = model_opset(m->proto, "");
 	if (check_opts(g, opset, o, stats) < 0)
 		return -1;
-	Ctx c = {.m = m, .g = g, .stats = stats, .o = o, .rep = rep, .opset = opset, .norig = g->n_node};
-	c.orig = xcalloc(c.norig ? c.norig : 1, sizeof *c.orig);
-	memcpy(c.orig, g->node, c.norig * sizeof *c.orig);
-	c.status = xcalloc(c.norig ? c.norig : 1, sizeof *c.status);
-	c.kept = xcalloc(c.norig ? c.norig : 1, sizeof *c.kept);
-	char **why = xcalloc(c.norig ? c.norig : 1, sizeof *why);
-	char lab[256];
-	int r = 0;
 	size_t nq = 0;
-	for (size_t i = 0; r == 0 && i < c.norig; i++) {
-		Onnx__NodeProto *n = c.orig[i];
-		const char *ex = qc_excluded(n, o), *w = NULL;
-		if (c.status[i]) /* folded */
-			continue;
-		if (!qc_in_list(qop_ops, n->op_type))
-			why[i] = xasprintf("no static QOperator quantization for %s", n->op_type);
-		else if (ex)
-			why[i] = xstrdup(ex);
-		else if ((r = step(&c, n, &w)) < 0)
-			r = error_prefix("node '%s'", node_label(n, lab, sizeof lab));
-		else if (r == 1) {
-			c.status[i] = "quantized";
-			nq++;
-			r = 0;
-			continue;
-		} else
-			why[i] = xstrdup(w);
-		if (r == 0)
-			keep_float(&c, n);
-	}
-	for (size_t i = 0; r == 0 && i < g->n_output; i++)
-		need_float(&c, g->output[i]->name);
-	if (r == 0 && nq == 0)
-		r = nothing_error(&c, why);
-	if (r == 0) {
-		free(g->node);
-		g->node = c.out;
-		g->n_node = c.nout;
-		c.out = NULL;
-		c.nout = 0;
-		for (size_t i = 0; i < c.replaced.n; i++)
-			qg_drop_unused_init(g, c.replaced.v[i]);
-		if (c.ms)
-			qg_import(m->proto, "com.microsoft", 1);
-	} else {
-		/* g->node still owns every original: c.out gives them back */
-		size_t k = 0;
-		for (size_t i = 0; i < c.nout; i++)
-			if (orig_index(&c, c.out[i]) == c.norig)
-				c.out[k++] = c.out[i];
-		c.nout = k;
-	}
-	for (size_t i = 0; i < c.norig; i++) {
-		if (r == 0)
-			qc_report_node(rep, c.orig[i], c.status[i] ? c.status[i] : "skipped", why[i]);
-		free(why[i]);
-		if (r == 0 && !c.kept[i])
-			onnx__node_proto__free_unpacked(c.orig[i], NULL);
-	}
-	free(why);
-	free(c.kept);
-	free(c.status);
-	free(c.orig);
-	ctx_free(&c);
+	int ms = 0;
+	Ctx c = {.m = m, .g = g, .nq = &nq, .ms = &ms, .stats = stats, .o = o, .rep = rep, .opset = opset};
+	int r = qop_graph(&c);
+	if (r == 0 && ms)
+		qg_import(m->proto, "com.microsoft", 1);
 	return r;
 }

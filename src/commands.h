@@ -18,6 +18,10 @@ int cmd_run(int argc, char **argv);
  * (src/infer/cmd.c) */
 int cmd_infer_shapes(int argc, char **argv);
 
+/* quantmake preprocess IN OUT [--passes LIST] [--opset N] [--fold-limit SIZE]
+ * [--no-infer] (src/preprocess/cmd.c) */
+int cmd_preprocess(int argc, char **argv);
+
 /* quantmake release [--require-clean] [--require-git] [NAME...]: build and
  * pack releases; p and o come from the driver's global options
  * (src/release/cmd.c) */

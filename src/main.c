@@ -32,6 +32,8 @@ static const struct {
 			 "                           run a model with the built-in interpreter"},
 	{"inspect", cmd_inspect, "inspect MODEL [--json]   summarize an ONNX model"},
 	{"infer-shapes", cmd_infer_shapes, "infer-shapes IN OUT [--strict]   infer types and shapes"},
+	{"preprocess", cmd_preprocess, "preprocess IN OUT [--passes LIST] [--opset N] [--fold-limit SIZE] [--no-infer]\n"
+	 "                           infer shapes and simplify one model (the preprocess stage)"},
 	{"convert", cmd_convert, "convert IN OUT [--external-data NAME] [--threshold BYTES] [--inline]\n"
 				 "                           re-save a model, moving tensors to/from external data"},
 	{"release", cmd_release_main, "release [--require-clean] [--require-git] [NAME...]\n"

@@ -2,15 +2,18 @@
 # The preprocess stage in temporary projects: models built with the onnx
 # helper API (Conv/Gemm + BatchNormalization, Identity/Dropout chains,
 # constant subgraphs, duplicate initializers, Transpose pairs, If branches,
-# random ops) and examples/digits go through `quantmake` with
-# `preprocess = default`; each result must pass onnx.checker (full check),
-# have fewer nodes (or initializers, for dedup), keep its graph inputs and
-# outputs, and give onnxruntime's outputs of the original on random inputs
-# (rtol 1e-5, atol 1e-5). preprocess.json and the log carry the counts; bad
-# pass names and fold limits are errors with file:line. preprocess.opset
+# random ops, LSTM/GRU zero initial states) and examples/digits go through
+# `quantmake` with `preprocess = default`; each result must pass
+# onnx.checker (full check), have fewer nodes (or initializers, for dedup),
+# keep its graph inputs and outputs, and give onnxruntime's outputs of the
+# original on random inputs (rtol 1e-5, atol 1e-5); `quantmake preprocess
+# IN OUT` writes the same bytes as the stage. preprocess.json and the log
+# carry the counts; bad pass names and fold limits are errors with
+# file:line. preprocess.opset
 # upgrades old-opset models (libonnx-testdata and built here) to 13 and 17
-# with outputs equal in our interpreter and onnxruntime, and refuses what it
-# cannot convert by operator and node.
+# with outputs equal in our interpreter and onnxruntime, converts the bodies
+# of model-local functions, and refuses what it cannot convert by function,
+# operator and node.
 . "$(dirname "$0")/lib/common.sh"
 mktmp
 Q=$QUANTMAKE
@@ -139,6 +142,20 @@ n = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "i0"], ["d0
 save("reshape", n, [vi("x", T.FLOAT, ["N", 4, 6])], [vi("y", T.FLOAT, ["N", 8, 3]), vi("y2", T.FLOAT, ["N", 4, 6])],
      [init("i0", np.array(0, np.int64)), init("i1", np.array(1, np.int64)), init("ax", np.array([0], np.int64)),
       init("k", np.array([8, 3], np.int64)), init("m1", np.array([-1], np.int64))], opset=13)
+# LSTM and GRU initial states of zeros computed from the batch size, as
+# torch exports them (ConstantOfShape, one of them sliced): omitted
+shape = [h.make_node("Shape", ["x"], ["sh"]), h.make_node("Gather", ["sh", "one_s"], ["nb"], axis=0),
+         h.make_node("Unsqueeze", ["nb", "zero"], ["nb1"]), h.make_node("Concat", ["two", "nb1", "five"], ["st"], axis=0),
+         h.make_node("ConstantOfShape", ["st"], ["z"], value=nh.from_array(np.zeros(1, np.float32))),
+         h.make_node("Slice", ["z", "zero", "one", "zero"], ["z1"]),
+         h.make_node("ConstantOfShape", ["st"], ["zc"])]
+n = shape + [h.make_node("LSTM", ["x", "lw", "lr", "lb", "", "z", "zc"], ["ly"], hidden_size=5, direction="bidirectional"),
+             h.make_node("GRU", ["x", "gw", "gr", "", "", "z1"], ["gy"], hidden_size=5)]
+save("rnnzero", n, [vi("x", T.FLOAT, [3, "N", 4])], [vi("ly", T.FLOAT, [3, 2, "N", 5]), vi("gy", T.FLOAT, [3, 1, "N", 5])],
+     [init("one", np.array([1], np.int64)), init("zero", np.array([0], np.int64)), init("two", np.array([2], np.int64)),
+      init("one_s", np.array(1, np.int64)),
+      init("five", np.array([5], np.int64)), init("lw", f(2, 20, 4)), init("lr", f(2, 20, 5)), init("lb", f(2, 40)),
+      init("gw", f(1, 15, 4)), init("gr", f(1, 15, 5))])
 EOF
 cat > "$TMPD/check.py" <<'EOF'
 import sys, json, numpy as np, onnx, onnxruntime as ort
@@ -191,7 +208,7 @@ print(f"PASS: {name} ({no} -> {nn} nodes, outputs equal)")
 EOF
 "$PY" "$TMPD/gen.py" "$P/models" || { fail "generate models" "gen.py failed"; exit 1; }
 
-MODELS="convbn identity constant dedup transpose subgraph random shapes cse affine reshape"
+MODELS="convbn identity constant dedup transpose subgraph random shapes cse affine reshape rnnzero"
 for m in $MODELS; do
 	printf '[model %s]\nsource = models/%s.onnx\npreprocess = default\n\n' "$m" "$m"
 done > "$P/rules/main.rules"
@@ -228,6 +245,21 @@ ck shapes "$P/models/shapes.onnx" Shape,Size,Gather,Concat,Cast,Unsqueeze
 ck cse "$P/models/cse.onnx" Cast
 ck affine "$P/models/affine.onnx" Mul
 ck reshape "$P/models/reshape.onnx" ""
+ck rnnzero "$P/models/rnnzero.onnx" ConstantOfShape,Shape,Slice
+
+# quantmake preprocess IN OUT: the stage's work outside a project (shapes
+# inferred first, as the infer-shapes stage does) writes the same bytes
+same=1
+for m in $MODELS; do
+	"$Q" preprocess "$P/models/$m.onnx" "$TMPD/cmd-$m.onnx" 2>"$TMPD/cmdlog" &&
+		cmp -s "$TMPD/cmd-$m.onnx" "$P/build/$m/$m.onnx" || { same=0; break; }
+done
+[ $same = 1 ] && pass "quantmake preprocess IN OUT writes what the stage writes" ||
+	fail "quantmake preprocess IN OUT writes what the stage writes" "$m: $(tail -2 "$TMPD/cmdlog")"
+expect_err "quantmake preprocess: unknown pass" 2 "preprocess: unknown pass 'fodl'" \
+	"$Q" preprocess "$P/models/convbn.onnx" "$TMPD/x.onnx" --passes fodl
+expect_err "quantmake preprocess: a missing model" 2 "not an ONNX model: $TMPD/none.onnx: No such file" \
+	"$Q" preprocess "$TMPD/none.onnx" "$TMPD/x.onnx"
 
 # random ops and training-mode Dropout are never folded or removed
 if "$PY" -c '
@@ -572,6 +604,167 @@ fi
 grep -q '^preprocess: ops9_13: opset 9 -> 13, [0-9]* nodes converted$' "$TMPD/logo" &&
 	pass "the log reports the opset upgrade" || fail "the log reports the opset upgrade" "$(grep 'ops9_13' "$TMPD/logo" | head -2)"
 
+# ---- preprocess.opset: model-local functions ----
+# Functions importing the default domain at opset 9 or 11 (attributes turned
+# inputs, Softmax-13's rewrite into several nodes, a function calling
+# another, an If body in a function; cnn_functions, exported by torch at
+# opset 15) go to 13 and 17: the model and every function must import the
+# target, pass onnx.checker (full: it checks each body against the target's
+# schemas) and give the original's outputs in onnxruntime and, with the
+# functions inlined by onnx.inliner (the interpreter runs graphs), in ours.
+F=$TMPD/fn
+mkdir -p "$F/rules" "$F/models"
+cat > "$TMPD/gen_fn.py" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+out = sys.argv[1]
+rng = np.random.default_rng(1)
+vi = h.make_tensor_value_info
+def model(name, fn, opset, nodes, ins, outs, inits=(), check=True):
+    g = h.make_graph(nodes, name, ins, outs, list(inits))
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset), h.make_opsetid("local", 1)], functions=fn)
+    m.ir_version = 8
+    if check:
+        onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, f"{out}/{name}.onnx")
+# opset 9: attributes that became inputs (Unsqueeze/Squeeze axes, Slice,
+# ReduceSum axes, Split split, TopK k) inside a function called twice
+blk9 = h.make_function("local", "Block9", ["X", "W"], ["Y"], [
+    h.make_node("Unsqueeze", ["X"], ["u"], axes=[0], name="unsq"),
+    h.make_node("ReduceSum", ["u"], ["r"], axes=[0], keepdims=0, name="rsum"),
+    h.make_node("Slice", ["r"], ["s"], starts=[0], ends=[6], axes=[1], name="slice"),
+    h.make_node("Add", ["s", "W"], ["a"], name="add"),
+    h.make_node("Split", ["a"], ["p", "q"], axis=1, split=[2, 4], name="split"),
+    h.make_node("TopK", ["q"], ["tv", "ti"], axis=1, k=2, name="topk"),
+    h.make_node("Concat", ["p", "tv"], ["c"], axis=1, name="cat"),
+    h.make_node("Relu", ["c"], ["Y"], name="relu"),
+], [h.make_opsetid("", 9)])
+model("fn9", [blk9], 9, [
+    h.make_node("Block9", ["x", "w"], ["h"], domain="local", name="call1"),
+    h.make_node("Mul", ["h", "h"], ["sq"], name="sq"),
+    h.make_node("Concat", ["h", "sq"], ["hh"], axis=1, name="cat"),
+    h.make_node("Block9", ["hh", "w2"], ["y"], domain="local", name="call2"),
+], [vi("x", T.FLOAT, [2, 8])], [vi("y", T.FLOAT, [2, 4])],
+    [nh.from_array(rng.standard_normal((2, 6)).astype(np.float32), "w"),
+     nh.from_array(rng.standard_normal((2, 6)).astype(np.float32), "w2")])
+# opset 11 (ReduceSum-13 and Squeeze/Unsqueeze-13 axes, Split-13), a
+# function using another, an If body inside a function
+inner = h.make_function("local", "Inner", ["A"], ["B"], [
+    h.make_node("Unsqueeze", ["A"], ["ua"], axes=[2], name="in_unsq"),
+    h.make_node("ReduceSum", ["ua"], ["B"], axes=[2], keepdims=0, name="in_rsum"),
+], [h.make_opsetid("", 11)])
+then_g = h.make_graph([h.make_node("Squeeze", ["e"], ["t"], axes=[0], name="then_sq")], "then", [],
+                      [vi("t", T.FLOAT, None)])
+else_g = h.make_graph([h.make_node("ReduceMax", ["e"], ["t2"], axes=[0], keepdims=0, name="else_max")], "else", [],
+                      [vi("t2", T.FLOAT, None)])
+outer = h.make_function("local", "Outer", ["X", "C"], ["Y"], [
+    h.make_node("Inner", ["X"], ["i"], domain="local", name="call_inner"),
+    h.make_node("Unsqueeze", ["i"], ["e"], axes=[0], name="out_unsq"),
+    h.make_node("If", ["C"], ["f"], then_branch=then_g, else_branch=else_g, name="if"),
+    h.make_node("Split", ["f"], ["y1", "y2"], axis=1, split=[3, 5], name="out_split"),
+    h.make_node("Concat", ["y2", "y1"], ["Y"], axis=1, name="out_cat"),
+], [h.make_opsetid("", 11), h.make_opsetid("local", 1)])
+model("fn11", [inner, outer], 11, [
+    h.make_node("Outer", ["x", "c"], ["y"], domain="local", name="call"),
+], [vi("x", T.FLOAT, [2, 8]), vi("c", T.BOOL, [])], [vi("y", T.FLOAT, [2, 8])])
+# refused: a step that needs an attribute the caller gives (ref_attr_name)
+ax = h.make_attribute_ref("axes", onnx.AttributeProto.INTS)
+ref = h.make_function("local", "RefAxes", ["X"], ["Y"], [
+    h.make_node("Unsqueeze", ["X"], ["u"], name="ref_unsq"),
+    h.make_node("Relu", ["u"], ["Y"], name="ref_relu"),
+], [h.make_opsetid("", 11)], attributes=["axes"])
+ref.node[0].attribute.append(ax)
+model("fnref", [ref], 11, [h.make_node("RefAxes", ["x"], ["y"], domain="local", name="call", axes=[0])],
+      [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [1, 2, 3])])
+# refused: Softmax-13 on an axis that is not the last needs the input's rank,
+# which a function body does not declare
+soft = h.make_function("local", "Soft", ["X"], ["Y"], [h.make_node("Softmax", ["X"], ["Y"], axis=1, name="fsoft")],
+                       [h.make_opsetid("", 11)])
+model("fnsoft", [soft], 11, [h.make_node("Soft", ["x"], ["y"], domain="local", name="call")],
+      [vi("x", T.FLOAT, [2, 3, 4])], [vi("y", T.FLOAT, [2, 3, 4])])
+# refused: Clip-11 turns min/max into inputs of the input's type, which a
+# function body does not declare
+clamp = h.make_function("local", "Clamp", ["X"], ["Y"], [h.make_node("Clip", ["X"], ["Y"], min=0.0, max=1.0, name="fclip")],
+                        [h.make_opsetid("", 9)])
+model("fnclip", [clamp], 9, [h.make_node("Clamp", ["x"], ["y"], domain="local", name="call")],
+      [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 3])])
+EOF
+cat > "$TMPD/fncheck.py" <<'EOF'
+import sys, os, subprocess, numpy as np, onnx, onnx.inliner, onnxruntime as ort
+# fncheck.py QUANTMAKE ORIGINAL CONVERTED TARGET NAME
+qm, orig, new, target, name = sys.argv[1:6]
+def fail(why):
+    print(f"FAIL: {name}: {why}"); sys.exit(0)
+if not os.path.exists(new): fail(f"{new} was not built")
+mo, mn = onnx.load(orig), onnx.load(new)
+try:
+    onnx.checker.check_model(mn, full_check=True)
+except Exception as e:
+    fail(f"onnx.checker: {str(e).splitlines()[0]}")
+dflt = lambda imps: [o.version for o in imps if o.domain in ("", "ai.onnx")]
+if dflt(mn.opset_import) != [int(target)]: fail(f"model opset {dflt(mn.opset_import)}, expected {target}")
+for f in mn.functions:
+    if dflt(f.opset_import) != [int(target)]: fail(f"function {f.name}: opset {dflt(f.opset_import)}, expected {target}")
+if len(mn.functions) != len(mo.functions): fail("functions were dropped")
+tmp = os.path.dirname(new)
+rng = np.random.default_rng(4)
+ins = [i for i in mo.graph.input if i.name not in {t.name for t in mo.graph.initializer}]
+def feeds():
+    for trial in range(2):
+        yield {i.name: np.array(trial == 0) if i.type.tensor_type.elem_type == onnx.TensorProto.BOOL else
+               rng.standard_normal([d.dim_value if d.HasField("dim_value") else 2 for d in i.type.tensor_type.shape.dim]).astype(np.float32) for i in ins}
+def interp(model, out, feed):
+    # the interpreter runs graphs: model-local functions inlined by onnx.inliner
+    path = os.path.join(tmp, "inl-" + os.path.basename(model))
+    onnx.save(onnx.inliner.inline_local_functions(onnx.load(model)), path)
+    args = [qm, "run", path, "-q", "-o", out]
+    for k, (n, a) in enumerate(feed.items()):
+        np.save(os.path.join(tmp, f"in{k}.npy"), a)
+        args += ["-i", f"{n}={os.path.join(tmp, f'in{k}.npy')}"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode: fail(f"quantmake run {os.path.basename(path)}: {r.stderr.strip()[-200:]}")
+    z = np.load(out)
+    return [z[o.name] for o in mo.graph.output]
+def close(x, y, what):
+    for o, p, q in zip(mo.graph.output, x, y):
+        p, q = np.asarray(p, np.float64), np.asarray(q, np.float64)
+        if p.shape != q.shape: fail(f"{what}: output {o.name}: shape {q.shape} vs {p.shape}")
+        if not np.allclose(q, p, rtol=1e-5, atol=1e-6): fail(f"{what}: output {o.name}: max diff {np.abs(q - p).max()}")
+so = ort.SessionOptions(); so.log_severity_level = 4
+so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+sa = ort.InferenceSession(orig, so, providers=["CPUExecutionProvider"])
+sb = ort.InferenceSession(new, so, providers=["CPUExecutionProvider"])
+for feed in feeds():
+    a = sa.run(None, feed)
+    close(a, sb.run(None, feed), "onnxruntime, converted vs original")
+    ia = interp(orig, os.path.join(tmp, "a.npz"), feed)
+    close(a, ia, "interpreter vs onnxruntime on the original")
+    close(ia, interp(new, os.path.join(tmp, "b.npz"), feed), "interpreter, converted vs original")
+print(f"PASS: {name}: checker, opset {target} in the model and its functions, outputs equal (onnxruntime, interpreter)")
+EOF
+if "$PY" "$TMPD/gen_fn.py" "$F/models"; then
+	pass "models with local functions built with the onnx helper API"
+else
+	fail "models with local functions built with the onnx helper API" "gen_fn.py failed"
+fi
+cp "$ROOT/tests/models/cnn_functions.onnx" "$F/models/"
+for m in fn9:13 fn9:17 fn11:13 fn11:17 fnsoft:13 fnsoft:17 cnn_functions:17; do
+	printf '[model %s_%s]\nsource = models/%s.onnx\npreprocess.opset = %s\n\n' "${m%:*}" "${m#*:}" "${m%:*}" "${m#*:}"
+done > "$F/rules/main.rules"
+if "$Q" -C "$F" -k > "$TMPD/logf" 2>&1; then
+	pass "build with preprocess.opset on models with local functions"
+else
+	fail "build with preprocess.opset on models with local functions" "$(grep -v '^\[' "$TMPD/logf" | tail -3)"
+fi
+for m in fn9:13 fn9:17 fn11:13 fn11:17 fnsoft:13 fnsoft:17 cnn_functions:17; do
+	n=${m%:*} v=${m#*:}
+	"$PY" "$TMPD/fncheck.py" "$Q" "$F/models/$n.onnx" "$F/build/${n}_$v/${n}_$v.onnx" $v \
+		"opset upgrade of $n (local functions) to $v" 2>&1 | tail -1
+done
+grep -q '^preprocess: fn9_13: opset 9 -> 13, 5 nodes converted$' "$TMPD/logf" &&
+	pass "function body nodes are counted as converted" ||
+	fail "function body nodes are counted as converted" "$(grep 'fn9_13' "$TMPD/logf" | head -2)"
+
 # ---- preprocess.opset: what cannot be converted ----
 cp "$P/models/convbn.onnx" "$E/models/"
 cp "$TESTDATA/node/test_resize_downsample_sizes_nearest_tf_half_pixel_for_nn/model.onnx" "$E/models/tfnn.onnx"
@@ -585,10 +778,14 @@ expect_err "preprocess.opset names the operator it cannot convert" 1 \
 printf '[model x]\nsource = models/scan8.onnx\npreprocess.opset = 11\n' > "$E/rules/main.rules"
 expect_err "preprocess.opset refuses a step it has no adapter for" 1 \
 	"preprocess.opset = 11: operator Scan \\(node '.*'\\) cannot be converted from opset 8: its attributes, inputs or outputs changed at opset 9 and quantmake has no adapter for it" "$Q" -C "$E"
-cp "$ROOT/tests/models/cnn_functions.onnx" "$E/models/"
-printf '[model x]\nsource = models/cnn_functions.onnx\npreprocess.opset = 17\n' > "$E/rules/main.rules"
-expect_err "preprocess.opset refuses model-local functions" 1 \
-	"preprocess.opset = 17: model-local function 'Sequential.1' imports the default domain; converting function bodies is not supported" "$Q" -C "$E"
+cp "$F/models/fnref.onnx" "$F/models/fnclip.onnx" "$E/models/"
+printf '[model x]\nsource = models/fnref.onnx\npreprocess.opset = 13\n' > "$E/rules/main.rules"
+expect_err "preprocess.opset names the function, node and operator it cannot convert (caller's attribute)" 1 \
+	"preprocess.opset = 13: model-local function 'RefAxes': operator Unsqueeze \\(node 'ref_unsq'\\) cannot be converted from opset 11: its attribute 'axes' refers to the function's attribute 'axes', whose value the step to opset 13 needs" "$Q" -C "$E"
+[ ! -e "$E/build/x/x.onnx" ] && pass "nothing written for a refused function" || fail "nothing written for a refused function" "$E/build/x/x.onnx exists"
+printf '[model x]\nsource = models/fnclip.onnx\npreprocess.opset = 17\n' > "$E/rules/main.rules"
+expect_err "preprocess.opset names the function, node and operator it cannot convert (type)" 1 \
+	"preprocess.opset = 17: model-local function 'Clamp': operator Clip \\(node 'fclip'\\) cannot be converted from opset 9: its input 'X' has type unknown \\(a function body declares no types\\), expected float, double or float16 for a 'min' attribute" "$Q" -C "$E"
 [ ! -e "$E/build/x/x.onnx" ] && pass "nothing written for a refused upgrade" || fail "nothing written for a refused upgrade" "$E/build/x/x.onnx exists"
 printf '[model x]\nsource = models/convbn.onnx\npreprocess.opset = 99\n' > "$E/rules/main.rules"
 expect_err "preprocess.opset out of range is a rule error" 2 \

@@ -277,6 +277,9 @@ typedef struct CseEntry {
 	const Onnx__NodeProto *n;
 } CseEntry;
 
+/* merged nodes are marked and dropped at the end; their readers are
+ * renamed as the sweep reaches them (their keys need the names) and once
+ * more at the end for nested subgraphs */
 int prep_cse(PrepCtx *c, Onnx__GraphProto *g)
 {
 	size_t cap = 64;
@@ -284,12 +287,15 @@ int prep_cse(PrepCtx *c, Onnx__GraphProto *g)
 		cap *= 2;
 	CseEntry *t = xcalloc(cap, sizeof *t);
 	StrBuf sb = {0};
-	for (size_t i = 0; i < g->n_node;) {
+	NameSet sub = {0};
+	NameMap ren = {0};
+	pg_sub_names(g, &sub);
+	char *gone = xcalloc(g->n_node ? g->n_node : 1, 1);
+	for (size_t i = 0; i < g->n_node; i++) {
 		Onnx__NodeProto *n = g->node[i];
-		if (!node_key(n, &sb)) {
-			i++;
+		pg_rename_node_inputs(n, &ren);
+		if (!node_key(n, &sb))
 			continue;
-		}
 		uint64_t h = XXH3_64bits(sb.buf, sb.len);
 		size_t s = (size_t)h & (cap - 1);
 		while (t[s].key && !(t[s].h == h && t[s].len == sb.len && !memcmp(t[s].key, sb.buf, sb.len)))
@@ -297,26 +303,28 @@ int prep_cse(PrepCtx *c, Onnx__GraphProto *g)
 		if (!t[s].key) {
 			t[s] = (CseEntry){h, xmalloc(sb.len + 1), sb.len, n};
 			memcpy(t[s].key, sb.buf, sb.len);
-			i++;
 			continue;
 		}
 		/* n computes what t[s].n does: its readers read the first one's outputs */
 		const Onnx__NodeProto *first = t[s].n;
 		int ok = 1;
 		for (size_t k = 0; k < n->n_output && ok; k++)
-			if (*n->output[k] && (pg_is_output(g, n->output[k]) || pg_sub_defines(g, n->output[k]) ||
-					      pg_sub_defines(g, first->output[k])))
+			if (*n->output[k] && (pg_is_output(g, n->output[k]) || nameset_has(&sub, n->output[k]) ||
+					      nameset_has(&sub, first->output[k])))
 				ok = 0;
-		if (!ok) {
-			i++;
+		if (!ok)
 			continue;
-		}
 		for (size_t k = 0; k < n->n_output; k++)
 			if (*n->output[k])
-				pg_rename_uses(g, n->output[k], first->output[k]);
-		pg_remove_node(g, i);
+				namemap_put(&ren, n->output[k], xstrdup(first->output[k]));
+		gone[i] = 1;
 		c->stat->changed++;
 	}
+	pg_apply_renames(g, &ren);
+	pg_drop_nodes(g, gone);
+	pg_renames_free(&ren);
+	nameset_free(&sub);
+	free(gone);
 	for (size_t s = 0; s < cap; s++)
 		free(t[s].key);
 	free(t);

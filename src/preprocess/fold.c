@@ -31,21 +31,38 @@ static int has_subgraph(const Onnx__NodeProto *n)
 	return 0;
 }
 
-/* the initializer a read of name in g resolves to: g's own, else, when g
- * does not define name otherwise, the nearest enclosing graph's (c->scopes,
- * outermost first); NULL when name is no constant there */
-static const Onnx__TensorProto *const_init(PrepCtx *c, const Onnx__GraphProto *g, const char *name)
+/* What a name of a graph in scope is, in the graph's NameMap: its
+ * initializer, or not_const for a graph input (it may override an
+ * initializer of the same name) or a node output; absent names are looked
+ * up in the enclosing graphs. Built once per graph and kept current as
+ * nodes fold, so a lookup does not scan the graph. */
+static char not_const;
+
+static NameMap *scope_map(const Onnx__GraphProto *g)
 {
-	/* the common case first: g's initializers (indexed by prep_fold) */
-	if (c->inits && !nameset_has(c->inits, name) && c->scopes.n == 0)
-		return NULL;
-	for (size_t s = c->scopes.n + 1; s-- > 0;) {
-		const Onnx__GraphProto *sg = s == c->scopes.n ? g : c->scopes.v[s];
-		if (pg_is_input(sg, name) || pg_producer(sg, name) >= 0)
-			return NULL;
-		const Onnx__TensorProto *t = pg_init(sg, name);
-		if (t)
-			return t;
+	NameMap *m = xcalloc(1, sizeof *m);
+	for (size_t i = 0; i < g->n_initializer; i++)
+		if (g->initializer[i]->name && *g->initializer[i]->name)
+			namemap_put(m, g->initializer[i]->name, g->initializer[i]);
+	for (size_t i = 0; i < g->n_input; i++)
+		if (g->input[i]->name && *g->input[i]->name)
+			namemap_put(m, g->input[i]->name, &not_const);
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_output; k++)
+			if (*g->node[i]->output[k])
+				namemap_put(m, g->node[i]->output[k], &not_const);
+	return m;
+}
+
+/* the initializer a read of name in the folded graph resolves to: its own,
+ * else, when it does not define name otherwise, the nearest enclosing
+ * graph's (c->scopes); NULL when name is no constant there */
+static const Onnx__TensorProto *const_init(PrepCtx *c, const char *name)
+{
+	for (size_t s = c->scopes.n; s-- > 0;) {
+		void *v = namemap_get(c->scopes.v[s], name);
+		if (v)
+			return v == &not_const ? NULL : v;
 	}
 	return NULL;
 }
@@ -63,7 +80,7 @@ static int foldable(PrepCtx *c, const Onnx__GraphProto *g, const Onnx__NodeProto
 		const char *in = n->input[k];
 		if (!*in)
 			continue;
-		if (!const_init(c, g, in))
+		if (!const_init(c, in))
 			return 0;
 	}
 	for (size_t k = 0; k < n->n_output; k++)
@@ -94,7 +111,7 @@ static int fold_node(PrepCtx *c, Onnx__GraphProto *g, size_t idx)
 	for (size_t k = 0; k < nin && r == 1; k++) {
 		if (!*n->input[k])
 			continue;
-		if (tensor_from_proto(c->m, const_init(c, g, n->input[k]), &in[k]) < 0)
+		if (tensor_from_proto(c->m, const_init(c, n->input[k]), &in[k]) < 0)
 			r = 0;
 		pin[k] = &in[k];
 	}
@@ -116,9 +133,15 @@ static int fold_node(PrepCtx *c, Onnx__GraphProto *g, size_t idx)
 			}
 	}
 	if (r == 1) {
+		/* the outputs become initializers, in the scope map too, keyed
+		 * by the initializers' names before the node's names are freed */
+		NameMap *consts = c->scopes.v[c->scopes.n - 1];
 		for (size_t k = 0; k < nout; k++)
-			if (*n->output[k])
+			if (*n->output[k]) {
 				pg_add_init(g, n->output[k], &out[k]);
+				Onnx__TensorProto *p = g->initializer[g->n_initializer - 1];
+				namemap_put(consts, p->name, p);
+			}
 		pg_remove_node(g, idx);
 		c->stat->changed++;
 	} else {
@@ -143,13 +166,10 @@ static int fold_node(PrepCtx *c, Onnx__GraphProto *g, size_t idx)
 
 int prep_fold(PrepCtx *c, Onnx__GraphProto *g)
 {
-	NameSet inits = {0};
-	for (size_t i = 0; i < g->n_initializer; i++)
-		if (g->initializer[i]->name)
-			nameset_add(&inits, g->initializer[i]->name);
-	NameSet *outer = c->inits;
-	c->inits = &inits;
-	for (size_t i = 0; i < g->n_node;) {
+	NameMap *consts = scope_map(g);
+	pv_push(&c->scopes, consts);
+	int r = 0;
+	for (size_t i = 0; i < g->n_node && r == 0;) {
 		int tried = 0;
 		for (size_t k = 0; k < c->tried.n && !tried; k++)
 			tried = c->tried.v[k] == g->node[i];
@@ -159,25 +179,17 @@ int prep_fold(PrepCtx *c, Onnx__GraphProto *g)
 			i++;
 			continue;
 		}
-		size_t ninit = g->n_initializer;
-		int r = fold_node(c, g, i);
-		if (r < 0) {
-			c->inits = outer;
-			nameset_free(&inits);
-			return -1;
-		}
-		for (size_t k = ninit; k < g->n_initializer; k++)
-			nameset_add(&inits, g->initializer[k]->name);
+		r = fold_node(c, g, i);
 		if (r == 0)
 			pv_push(&c->tried, g->node[i++]);
+		r = r < 0 ? -1 : 0;
 	}
-	c->inits = NULL;
-	nameset_free(&inits);
 	/* bodies see this graph's constants */
-	pv_push(&c->scopes, g);
-	int r = pg_each_subgraph(c, g, prep_fold);
+	if (r == 0)
+		r = pg_each_subgraph(c, g, prep_fold);
 	c->scopes.n--;
-	c->inits = outer;
+	namemap_free(consts);
+	free(consts);
 	return r;
 }
 

@@ -54,6 +54,46 @@ void nameset_free(NameSet *s)
 	memset(s, 0, sizeof *s);
 }
 
+/* ---- a map from strings (borrowed pointers) to values ---- */
+static size_t namemap_slot(const NameMap *m, const char *name)
+{
+	size_t i = name_hash(name) & (m->cap - 1);
+	while (m->k[i] && strcmp(m->k[i], name))
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+void *namemap_get(const NameMap *m, const char *name)
+{
+	return m->cap ? m->v[namemap_slot(m, name)] : NULL;
+}
+
+void namemap_put(NameMap *m, const char *name, void *v)
+{
+	if ((m->n + 1) * 2 > m->cap) {
+		NameMap t = {0};
+		t.cap = m->cap ? m->cap * 2 : 64;
+		t.k = xcalloc(t.cap, sizeof *t.k);
+		t.v = xcalloc(t.cap, sizeof *t.v);
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->k[i])
+				namemap_put(&t, m->k[i], m->v[i]);
+		namemap_free(m);
+		*m = t;
+	}
+	size_t i = namemap_slot(m, name);
+	m->n += !m->k[i];
+	m->k[i] = name;
+	m->v[i] = v;
+}
+
+void namemap_free(NameMap *m)
+{
+	free(m->k);
+	free(m->v);
+	memset(m, 0, sizeof *m);
+}
+
 static int streq(const char *a, const char *b)
 {
 	return a && b && !strcmp(a, b);
@@ -151,6 +191,90 @@ void pg_rename_uses(Onnx__GraphProto *g, const char *from, const char *to)
 	}
 }
 
+static void graph_names(const Onnx__GraphProto *g, NameSet *s)
+{
+	for (size_t i = 0; i < g->n_input; i++)
+		if (g->input[i]->name)
+			nameset_add(s, g->input[i]->name);
+	for (size_t i = 0; i < g->n_initializer; i++)
+		if (g->initializer[i]->name)
+			nameset_add(s, g->initializer[i]->name);
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_output; k++)
+			nameset_add(s, g->node[i]->output[k]);
+	pg_sub_names(g, s);
+}
+
+void pg_sub_names(const Onnx__GraphProto *g, NameSet *s)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *nd = g->node[i];
+		for (size_t a = 0; a < nd->n_attribute; a++) {
+			const Onnx__AttributeProto *at = nd->attribute[a];
+			if (at->g)
+				graph_names(at->g, s);
+			for (size_t k = 0; k < at->n_graphs; k++)
+				graph_names(at->graphs[k], s);
+		}
+	}
+}
+
+void pg_rename_node_inputs(Onnx__NodeProto *n, const NameMap *m)
+{
+	for (size_t k = 0; k < n->n_input; k++) {
+		const char *to = *n->input[k] ? namemap_get(m, n->input[k]) : NULL;
+		if (!to)
+			continue;
+		/* a chain (a renamed name renamed again later, in an unsorted
+		 * graph) ends at its last name; at most m->n steps */
+		for (size_t s = 0; s < m->n; s++) {
+			const char *t = namemap_get(m, to);
+			if (!t)
+				break;
+			to = t;
+		}
+		free(n->input[k]);
+		n->input[k] = xstrdup(to);
+	}
+}
+
+void pg_renames_free(NameMap *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->k[i])
+			free(m->v[i]);
+	namemap_free(m);
+}
+
+void pg_apply_renames(Onnx__GraphProto *g, const NameMap *m)
+{
+	if (!m->n)
+		return;
+	for (size_t i = 0; i < g->n_node; i++) {
+		Onnx__NodeProto *nd = g->node[i];
+		pg_rename_node_inputs(nd, m);
+		for (size_t a = 0; a < nd->n_attribute; a++) {
+			Onnx__AttributeProto *at = nd->attribute[a];
+			if (at->g)
+				pg_apply_renames(at->g, m);
+			for (size_t k = 0; k < at->n_graphs; k++)
+				pg_apply_renames(at->graphs[k], m);
+		}
+	}
+}
+
+void pg_drop_nodes(Onnx__GraphProto *g, const char *gone)
+{
+	size_t j = 0;
+	for (size_t i = 0; i < g->n_node; i++) {
+		if (gone[i])
+			onnx__node_proto__free_unpacked(g->node[i], NULL);
+		else
+			g->node[j++] = g->node[i];
+	}
+	g->n_node = j;
+}
+
 void pg_remove_node(Onnx__GraphProto *g, size_t i)
 {
 	onnx__node_proto__free_unpacked(g->node[i], NULL);
@@ -215,7 +339,20 @@ char *pg_fresh_name(PrepCtx *c, const Onnx__GraphProto *g, const char *base)
 
 void pg_add_init(Onnx__GraphProto *g, const char *name, Tensor *t)
 {
-	Onnx__TensorProto *p = tensor_to_proto(t, name);
+	Onnx__TensorProto *p;
+	if (t->owned && t->kind == TK_TENSOR && t->nbytes) {
+		/* the data moves into the proto (both are malloc'd and freed with
+		 * free()): a folded tensor is not copied */
+		Tensor view = *t;
+		view.nbytes = 0;
+		p = tensor_to_proto(&view, name);
+		free(p->raw_data.data);
+		p->raw_data.data = t->data;
+		p->raw_data.len = t->nbytes;
+		t->owned = 0;
+	} else {
+		p = tensor_to_proto(t, name);
+	}
 	tensor_free(t);
 	g->initializer = xreallocarray(g->initializer, g->n_initializer + 1, sizeof *g->initializer);
 	g->initializer[g->n_initializer++] = p;

@@ -28,6 +28,7 @@ typedef struct Conv {
 	int touched;           /* the current node was rewritten */
 	size_t after;          /* nodes an adapter inserted after the current one */
 	PtrVec scopes;         /* enclosing graphs, for type lookups */
+	const char *func;      /* the model-local function being converted, or NULL */
 } Conv;
 
 static int hist_cmp(const void *k, const void *e)
@@ -53,6 +54,10 @@ static int refuse(Conv *c, const Onnx__NodeProto *n, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
+	if (c->func)
+		return error("preprocess.opset = %lld: model-local function '%s': operator %s (node '%s') cannot be "
+			     "converted from opset %lld: %s", (long long)c->to, c->func, n->op_type,
+			     node_label(n, lab, sizeof lab), (long long)c->from, why);
 	return error("preprocess.opset = %lld: operator %s (node '%s') cannot be converted from opset %lld: %s",
 		     (long long)c->to, n->op_type, node_label(n, lab, sizeof lab), (long long)c->from, why);
 }
@@ -166,7 +171,8 @@ static int scalar_input(Conv *c, Onnx__GraphProto *g, Onnx__NodeProto *n, size_t
 	Tensor t = {0};
 	if (dt != DT_FLOAT && dt != DT_DOUBLE && dt != DT_FLOAT16)
 		return refuse(c, n, "its input '%s' has type %s, expected float, double or float16 for a '%s' attribute",
-			      n->input[0], dt ? dtype_name(dt) : "unknown (run infer-shapes first)", what);
+			      n->input[0], dt ? dtype_name(dt) : c->func ? "unknown (a function body declares no types)" :
+			      "unknown (run infer-shapes first)", what);
 	if (tensor_alloc(&t, dt, 0, NULL) < 0)
 		return -1;
 	if (dt == DT_FLOAT)
@@ -805,6 +811,13 @@ static int convert_node(Conv *c, Onnx__GraphProto *g, size_t *pos)
 			return refuse(c, n, "%s at opset %d and quantmake has no adapter for it",
 				      v->flags & OPH_DEP ? "it is deprecated" : "its attributes, inputs or outputs changed",
 				      v->since);
+		/* in a function body, an attribute may be the caller's
+		 * (ref_attr_name): its value is not known here */
+		for (size_t a = 0; c->func && fn != keep && fn != no_consumed && a < n->n_attribute; a++)
+			if (n->attribute[a]->ref_attr_name && *n->attribute[a]->ref_attr_name)
+				return refuse(c, n, "its attribute '%s' refers to the function's attribute '%s', whose "
+					      "value the step to opset %d needs", n->attribute[a]->name,
+					      n->attribute[a]->ref_attr_name, v->since);
 		int r = fn(c, g, pos, v->since);
 		if (r < 0)
 			return -1;
@@ -839,6 +852,93 @@ static int convert_graph(Conv *c, Onnx__GraphProto *g)
 	return 0;
 }
 
+/* the default-domain import of f, or NULL */
+static Onnx__OperatorSetIdProto *default_import(const Onnx__FunctionProto *f)
+{
+	for (size_t k = 0; k < f->n_opset_import; k++) {
+		const char *d = f->opset_import[k]->domain;
+		if (!d || !*d || !strcmp(d, "ai.onnx"))
+			return f->opset_import[k];
+	}
+	return NULL;
+}
+
+/* a name-only value info (the name borrowed) */
+static Onnx__ValueInfoProto **name_infos(char **names, size_t n)
+{
+	Onnx__ValueInfoProto **v = xcalloc(n ? n : 1, sizeof *v);
+	for (size_t i = 0; i < n; i++) {
+		v[i] = xmalloc(sizeof *v[i]);
+		onnx__value_info_proto__init(v[i]);
+		v[i]->name = names[i];
+	}
+	return v;
+}
+
+static void free_infos(Onnx__ValueInfoProto **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* A model-local function importing the default domain at an older opset:
+ * its body goes through the same adapters as a graph whose inputs and
+ * outputs are the function's (no types: an adapter that needs one
+ * refuses), and the constants an adapter adds, which a function cannot
+ * hold as initializers, become Constant nodes at the top of the body. */
+static int convert_function(Conv *c, Onnx__FunctionProto *f)
+{
+	Onnx__OperatorSetIdProto *imp = default_import(f);
+	const char *name = f->name ? f->name : "?";
+	if (!imp || imp->version == c->to)
+		return 0;
+	if (imp->version > c->to)
+		return error("preprocess.opset = %lld: model-local function '%s' imports opset %lld; downgrades are not "
+			     "supported", (long long)c->to, name, (long long)imp->version);
+	if (imp->version <= 0)
+		return error("preprocess.opset = %lld: model-local function '%s' imports the default domain at opset "
+			     "%lld: expected a positive version", (long long)c->to, name, (long long)imp->version);
+	Onnx__GraphProto g;
+	onnx__graph_proto__init(&g);
+	g.name = f->name;
+	g.node = f->node;
+	g.n_node = f->n_node;
+	g.input = name_infos(f->input, f->n_input);
+	g.n_input = f->n_input;
+	g.output = name_infos(f->output, f->n_output);
+	g.n_output = f->n_output;
+	int64_t from = c->from;
+	c->from = imp->version;
+	c->func = name;
+	int r = convert_graph(c, &g);
+	c->func = NULL;
+	c->from = from;
+	/* constants first: a Constant node per initializer the adapters added */
+	for (size_t i = 0; i < g.n_initializer; i++) {
+		Onnx__TensorProto *t = g.initializer[i];
+		Onnx__NodeProto *n = mk_node("Constant", t->name, 0, NULL, t->name);
+		Onnx__AttributeProto *a = xmalloc(sizeof *a);
+		onnx__attribute_proto__init(a);
+		a->name = xstrdup("value");
+		a->has_type = 1;
+		a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+		a->t = t;
+		n->attribute = xcalloc(1, sizeof *n->attribute);
+		n->attribute[0] = a;
+		n->n_attribute = 1;
+		insert_node(&g, i, n);
+	}
+	free(g.initializer);
+	f->node = g.node;
+	f->n_node = g.n_node;
+	free_infos(g.input, g.n_input);
+	free_infos(g.output, g.n_output);
+	if (r == 0)
+		imp->version = c->to;
+	return r;
+}
+
 /* the IR version that introduced opset v */
 static int64_t ir_for(int64_t v)
 {
@@ -861,20 +961,12 @@ int prep_opset(Model *m, int64_t target, size_t *changed)
 	if (target > OPSET_MAX_TARGET || target < OPSET_MIN_TARGET)
 		return error("preprocess.opset = %lld: expected an opset from %d to %d", (long long)target,
 			     OPSET_MIN_TARGET, OPSET_MAX_TARGET);
-	if (target == from)
-		return 0;
-	/* a local function carries its own opset imports, which must agree
-	 * with the model's: converting its body is not done yet */
-	for (size_t i = 0; i < p->n_functions; i++)
-		for (size_t k = 0; k < p->functions[i]->n_opset_import; k++) {
-			const char *d = p->functions[i]->opset_import[k]->domain;
-			if (!d || !*d || !strcmp(d, "ai.onnx"))
-				return error("preprocess.opset = %lld: model-local function '%s' imports the default domain; "
-					     "converting function bodies is not supported", (long long)target,
-					     p->functions[i]->name ? p->functions[i]->name : "?");
-		}
+	/* at the model's own opset, functions importing an older one are
+	 * still converted */
 	Conv c = {.pc = {.m = m}, .from = from, .to = target};
-	int r = convert_graph(&c, p->graph);
+	int r = target == from ? 0 : convert_graph(&c, p->graph);
+	for (size_t i = 0; i < p->n_functions && r == 0; i++)
+		r = convert_function(&c, p->functions[i]);
 	pv_free(&c.scopes);
 	if (r < 0)
 		return -1;

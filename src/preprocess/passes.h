@@ -82,8 +82,8 @@ typedef struct PrepCtx {
 	PrepStat *stat;       /* the running pass's counters */
 	size_t fresh;         /* counter for new tensor names */
 	PtrVec tried;         /* nodes fold skipped: not retried in later rounds */
-	PtrVec scopes;        /* enclosing graphs of the one being worked on */
-	NameSet *inits;       /* fold: initializer names of the graph being folded */
+	PtrVec scopes;        /* fold: a NameMap of constants (const_init in fold.c) per
+	                       * enclosing graph, outermost first, then the folded one */
 } PrepCtx;
 
 int prep_identity(PrepCtx *c, Onnx__GraphProto *g);
@@ -104,6 +104,20 @@ int nameset_has(const NameSet *s, const char *name);
 int nameset_add(NameSet *s, const char *name);
 void nameset_free(NameSet *s);
 
+/* a map from names (borrowed pointers) to non-NULL values, open
+ * addressing; zeroed is empty */
+typedef struct NameMap {
+	const char **k;
+	void **v;
+	size_t cap, n;
+} NameMap;
+
+/* the value of name, or NULL */
+void *namemap_get(const NameMap *m, const char *name);
+/* name's value becomes v, and name (not a copy) its key */
+void namemap_put(NameMap *m, const char *name, void *v);
+void namemap_free(NameMap *m);
+
 /* number of reads of name by nodes of g, including nested subgraphs */
 size_t pg_uses(const Onnx__GraphProto *g, const char *name);
 /* is name a graph output of g / a graph input / an initializer of g? */
@@ -120,6 +134,19 @@ void pg_rename_uses(Onnx__GraphProto *g, const char *from, const char *to);
  * readers of out read in instead; when out is a graph output, the producer
  * of in is renamed to out. 1 if done, 0 if impossible (node kept). */
 int pg_bypass(Onnx__GraphProto *g, size_t i, const char *in, const char *out);
+/* add to s every name a subgraph nested in g (at any depth) defines: its
+ * inputs, initializers and node outputs (what pg_sub_defines tests) */
+void pg_sub_names(const Onnx__GraphProto *g, NameSet *s);
+/* Renames: a NameMap from names (borrowed) to malloc'd names. Every read
+ * in g and its nested subgraphs of a name m maps becomes the name it maps
+ * to (following chains), in one sweep. */
+void pg_apply_renames(Onnx__GraphProto *g, const NameMap *m);
+/* the same for the reads of node n */
+void pg_rename_node_inputs(Onnx__NodeProto *n, const NameMap *m);
+/* free m and the names it maps to */
+void pg_renames_free(NameMap *m);
+/* free and remove the nodes i of g with gone[i] set, keeping the order */
+void pg_drop_nodes(Onnx__GraphProto *g, const char *gone);
 /* delete node i (frees it) */
 void pg_remove_node(Onnx__GraphProto *g, size_t i);
 /* a tensor name not used anywhere in m's main graph or subgraphs */

@@ -7,7 +7,9 @@
  * is_test = 1) whose mask output nobody reads, is removed: its readers read
  * its input.
  * A graph output keeps its name (the input's producer is renamed to it); a
- * graph input passed straight to a graph output keeps its node.
+ * graph input passed straight to a graph output keeps its node. An
+ * LSTM/GRU/RNN initial state that is all zeros (a ConstantOfShape of 0,
+ * maybe sliced or reshaped) is omitted instead: zeros are its default.
  *
  * transpose: Transpose(p2) of Transpose(p1), where nothing else reads the
  * first, becomes one Transpose with perm p1[p2[i]], or nothing when that is
@@ -156,22 +158,124 @@ static int is_identity(PrepCtx *c, const Onnx__GraphProto *g, const Onnx__NodePr
 	return tm ? const_false(c->m, g, tm) : 1;
 }
 
+/* 1 if every byte of t is zero (0.0, integer 0, false), 0 if not, -1 */
+static int zero_bytes(Model *m, const Onnx__TensorProto *t)
+{
+	const void *d;
+	size_t len;
+	int owned;
+	if (t->data_type == DT_STRING || model_tensor_bytes(m, t, &d, &len, &owned) < 0)
+		return 0;
+	int z = 1;
+	for (size_t i = 0; i < len && z; i++)
+		z = ((const uint8_t *)d)[i] == 0;
+	if (owned)
+		free((void *)d);
+	return z;
+}
+
+/* is name all zeros: a zero initializer, a ConstantOfShape of zero (its
+ * default), or what a data-movement operator makes of one */
+static int all_zeros(PrepCtx *c, const Onnx__GraphProto *g, const char *name, int depth)
+{
+	static const char *const moves[] = {"Identity", "Reshape", "Expand", "Slice", "Squeeze", "Unsqueeze",
+					    "Transpose", "Flatten"};
+	const Onnx__TensorProto *t = pg_init(g, name);
+	if (t)
+		return !pg_is_input(g, name) && zero_bytes(c->m, t);
+	long p = depth < 8 ? pg_producer(g, name) : -1;
+	const Onnx__NodeProto *n = p >= 0 ? g->node[p] : NULL;
+	if (!n || (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) || n->n_input < 1)
+		return 0;
+	if (!strcmp(n->op_type, "ConstantOfShape")) {
+		const Onnx__AttributeProto *v = node_attr(n, "value");
+		return !v || (v->t && zero_bytes(c->m, v->t));
+	}
+	for (size_t i = 0; i < ARRAY_LEN(moves); i++)
+		if (!strcmp(n->op_type, moves[i]))
+			return all_zeros(c, g, n->input[0], depth + 1);
+	return 0;
+}
+
+/* LSTM/GRU/RNN initial states (and LSTM's initial cell) of zeros are what
+ * an omitted input means: exporters compute them from the batch size
+ * (Shape, Gather, Concat, ConstantOfShape), which dce then drops */
+static void rnn_zero_states(PrepCtx *c, Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		Onnx__NodeProto *n = g->node[i];
+		int lstm = !strcmp(n->op_type, "LSTM");
+		if ((n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) ||
+		    (!lstm && strcmp(n->op_type, "GRU") && strcmp(n->op_type, "RNN")))
+			continue;
+		int dropped = 0;
+		for (size_t k = 5; k <= (lstm ? 6u : 5u) && k < n->n_input; k++)
+			if (*n->input[k] && all_zeros(c, g, n->input[k], 0)) {
+				free(n->input[k]);
+				n->input[k] = xstrdup("");
+				dropped = 1;
+			}
+		while (n->n_input && !*n->input[n->n_input - 1])
+			free(n->input[--n->n_input]);
+		c->stat->changed += (size_t)dropped;
+	}
+}
+
+/* Bypassed nodes are marked and dropped at the end, their readers renamed
+ * as the sweep reaches them and once more at the end (nested subgraphs,
+ * unsorted graphs): a rename of the whole graph per node would make long
+ * chains quadratic. A graph output keeps its name through pg_bypass, on the
+ * graph as it stands after the marks so far are applied. */
 int prep_identity(PrepCtx *c, Onnx__GraphProto *g)
 {
-	for (size_t i = 0; i < g->n_node;) {
+	NameSet sub = {0};
+	NameMap ren = {0};
+	rnn_zero_states(c, g);
+	pg_sub_names(g, &sub);
+	char *gone = xcalloc(g->n_node ? g->n_node : 1, 1);
+	int rc = 0;
+	for (size_t i = 0; i < g->n_node; i++) {
 		Onnx__NodeProto *n = g->node[i];
+		pg_rename_node_inputs(n, &ren);
 		int r = is_identity(c, g, n);
-		if (r < 0)
-			return -1;
-		if (r && pg_bypass(g, i, n->input[0], n->output[0])) {
+		if (r < 0) {
+			rc = -1;
+			break;
+		}
+		if (!r)
+			continue;
+		const char *in = n->input[0], *out = n->output[0];
+		if (!*in || !*out || !strcmp(in, out) || nameset_has(&sub, in) || nameset_has(&sub, out)) {
+			c->stat->skipped++;
+			continue;
+		}
+		if (!pg_is_output(g, out)) {
+			namemap_put(&ren, out, xstrdup(in));
+			gone[i] = 1;
 			c->stat->changed++;
 			continue;
 		}
-		if (r)
+		size_t before = 0;
+		for (size_t k = 0; k < i; k++)
+			before += (size_t)gone[k];
+		pg_apply_renames(g, &ren);
+		pg_drop_nodes(g, gone);
+		pg_renames_free(&ren);
+		memset(gone, 0, g->n_node ? g->n_node : 1);
+		i -= before;
+		if (pg_bypass(g, i, n->input[0], n->output[0])) {
+			c->stat->changed++;
+			i--; /* node i is gone: the next one is at i (unsigned wrap at 0) */
+		} else {
 			c->stat->skipped++;
-		i++;
+		}
 	}
-	return pg_each_subgraph(c, g, prep_identity);
+	pg_apply_renames(g, &ren);
+	pg_drop_nodes(g, gone);
+	pg_renames_free(&ren);
+	nameset_free(&sub);
+	free(gone);
+	return rc < 0 ? -1 : pg_each_subgraph(c, g, prep_identity);
 }
 
 static int get_perm(const Onnx__NodeProto *n, const int64_t **p, size_t *len)

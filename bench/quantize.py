@@ -1,6 +1,6 @@
 """Quantization against onnxruntime's quantizer, in one run on one machine.
 
-    .venv/bin/python bench/quantize.py [--quantmake ./quantmake] [--samples 100] [--jobs 1]
+    .venv/bin/python bench/quantize.py [--quantmake ./quantmake] [--samples 100] [--jobs 1] [--keep DIR]
                                        [--models digits,cnn,digits-cnn,digits-vit,magika,silero,silero-ifless]
 
 Models:
@@ -16,10 +16,12 @@ Models:
   graph is one If over the sample rate, and silero_vad_op18_ifless.onnx).
 For each: static QDQ uint8/int8 (per tensor) from the same calibration set,
 and dynamic int8. quantmake runs as a whole build (infer-shapes, calibrate,
-quantize) in a fresh project and cache with -j JOBS; onnxruntime runs
-quantize_static / quantize_dynamic in a fresh Python process that has
-imported nothing else. Wall time and peak RSS are those of the process tree
-(/usr/bin/time). The uint8 static runs are repeated with 10x the calibration
+quantize) in a fresh project and cache with -j JOBS (--jobs 0: no -j, so
+quantmake's default, the CPU count); onnxruntime runs quantize_static /
+quantize_dynamic in a fresh Python process that has imported nothing else
+(its thread pools use every core). Wall time, CPU time (user + sys: less
+sensitive to other load on the machine than wall time) and peak RSS are
+those of the process tree (/usr/bin/time). The uint8 static runs are repeated with 10x the calibration
 samples to show how memory grows with the calibration set. Calibration
 samples are .npz files with one member per model input, read by both tools.
 
@@ -29,6 +31,8 @@ model's (magika also: how often the top-1 label agrees with the float
 model's, over features of files of this machine; silero: a synthetic
 signal of voiced and noise segments run chunk by chunk with its state
 carried). A tool that fails on a model is reported with its error line.
+--keep DIR keeps both tools' quantized models (DIR/TAG.quantmake.onnx,
+DIR/TAG.ort.onnx) for a tensor-by-tensor comparison.
 """
 import argparse
 import os
@@ -70,9 +74,9 @@ def make_cnn(path):
 
 
 def timed(cmd, cwd=None, env=None):
-    """(wall seconds, peak RSS MiB, None) of cmd and its children, or
-    (None, None, error line) when it fails"""
-    out = subprocess.run(["/usr/bin/time", "-f", "TIME %e %M"] + cmd, cwd=cwd, env=env,
+    """((wall, cpu) seconds, peak RSS MiB, None) of cmd and its children,
+    or (None, None, error line) when it fails"""
+    out = subprocess.run(["/usr/bin/time", "-f", "TIME %e %M %U %S"] + cmd, cwd=cwd, env=env,
                          capture_output=True, text=True)
     if out.returncode != 0:
         lines = [l for l in (out.stdout + out.stderr).splitlines() if l.strip() and not l.startswith("TIME ")
@@ -80,7 +84,7 @@ def timed(cmd, cwd=None, env=None):
         errs = [l for l in lines if "rror" in l] or lines or ["exit %d" % out.returncode]
         return None, None, errs[-1].strip()[:160]
     line = [l for l in out.stderr.splitlines() if l.startswith("TIME ")][-1].split()
-    return float(line[1]), int(line[2]) / 1024.0, None
+    return (float(line[1]), float(line[3]) + float(line[4])), int(line[2]) / 1024.0, None
 
 
 ORT_SCRIPT = r"""
@@ -113,7 +117,7 @@ def quantmake(qm, jobs, work, model, mode, act, data, tag):
         rules += "quantize.calibration = calib\nquantize.activations = %s\n" % act
     open(p + "/rules/m.rules", "w").write(rules)
     env = dict(os.environ, QUANTMAKE_CACHE=p + "/cache")
-    t, rss, err = timed([qm, "-C", p, "-j%d" % jobs], env=env)
+    t, rss, err = timed([qm, "-C", p] + (["-j%d" % jobs] if jobs else []), env=env)
     return t, rss, err, p + "/build/m/m.onnx"
 
 
@@ -138,10 +142,19 @@ def sqnr(ref, o):
 # fidelity text
 
 
-def labeled(x, y):
+def labeled(x, y, model):
+    """top-1 on the labels; for a quantized model also the SQNR of its
+    logits against the float model's and how often its top-1 agrees with
+    float's (one flipped image is 0.25 points of top-1: the SQNR says
+    whether a quantizer is closer to float or was lucky)"""
+    ref = session(model).run(None, {"input": x})[0]
+
     def evaluate(path):
         o = session(path).run(None, {"input": x})[0]
-        return "top-1 %.4f" % (o.argmax(1) == y).mean()
+        if path == model:
+            return "top-1 %.4f" % (o.argmax(1) == y).mean()
+        return "top-1 %.4f, %.1f dB, = float %.4f" % ((o.argmax(1) == y).mean(), sqnr(ref, o),
+                                                      (o.argmax(1) == ref.argmax(1)).mean())
     return evaluate
 
 
@@ -258,7 +271,7 @@ def setup_models(work, names, samples):
         calib = np.load(ROOT + "/examples/digits/calib.npy")
         test = np.load(ROOT + "/examples/digits/test.npz")
         models["digits"] = (path, lambda i: {"input": calib[i % len(calib)][None]},
-                            labeled(test["input"], test["labels"]))
+                            labeled(test["input"], test["labels"], path))
     if "cnn" in names:
         path = os.path.join(work, "cnn.onnx")
         make_cnn(path)
@@ -270,7 +283,7 @@ def setup_models(work, names, samples):
         for name in ("digits-cnn", "digits-vit"):
             if name in names:
                 models[name] = (trained_digits(name), lambda i: {"input": xtr[i % len(xtr)][None]},
-                                labeled(xte, yte))
+                                labeled(xte, yte, trained_digits(name)))
     if "magika" in names or "silero" in names or "silero-ifless" in names:
         d = subprocess.run(["sh", ROOT + "/bench/fetch-models.sh"], capture_output=True, text=True)
         if d.returncode != 0:
@@ -310,7 +323,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quantmake", default=os.path.join(ROOT, "quantmake"))
     ap.add_argument("--samples", type=int, default=100)
-    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=1, help="quantmake -j (0: its default, the CPU count)")
+    ap.add_argument("--keep", help="directory to keep both tools' quantized models in")
     ap.add_argument("--models", default="digits,cnn,digits-cnn,digits-vit,magika,silero,silero-ifless")
     a = ap.parse_args()
     qm = os.path.abspath(a.quantmake)
@@ -318,9 +332,9 @@ def main():
     work = tempfile.mkdtemp(prefix="qmbench-")
     try:
         models = setup_models(work, a.models.split(","), a.samples)
-        print("| model | mode | samples | quantmake s | ORT s | speed-up | quantmake MiB | ORT MiB | "
-              "float fidelity | quantmake fidelity | ORT fidelity | size fp32 -> quantmake / ORT |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("| model | mode | samples | quantmake s | ORT s | speed-up | CPU s quantmake / ORT | quantmake MiB | "
+              "ORT MiB | float fidelity | quantmake fidelity | ORT fidelity | size fp32 -> quantmake / ORT |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for name in a.models.split(","):
             if name not in models:
                 continue
@@ -348,11 +362,17 @@ def main():
                         return evaluate(path)
                     except Exception as e:  # a model the runtime refuses
                         return "runs not in ORT: %s" % str(e).splitlines()[0][:100]
+                if a.keep:
+                    os.makedirs(a.keep, exist_ok=True)
+                    for path, err, who in ((oq, eq, "quantmake"), (op, ep, "ort")):
+                        if not err:
+                            shutil.copy(path, os.path.join(a.keep, "%s.%s.onnx" % (tag, who)))
                 size = "%d -> %s / %s" % (os.path.getsize(model), "-" if eq else os.path.getsize(oq),
                                           "-" if ep else os.path.getsize(op))
-                print("| %s | %s %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                    name, mode, act if mode == "static" else "int8", n, cell(tq, eq, "%.2f"), cell(tp, ep, "%.2f"),
-                    "%.1fx" % (tp / tq) if tq and tp else "-", "-" if eq else "%.0f" % rq,
+                print("| %s | %s %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    name, mode, act if mode == "static" else "int8", n, cell(tq and tq[0], eq, "%.2f"),
+                    cell(tp and tp[0], ep, "%.2f"), "%.1fx" % (tp[0] / tq[0]) if tq and tp and tq[0] else "-",
+                    "%.2f / %.2f" % (tq[1], tp[1]) if tq and tp else "-", "-" if eq else "%.0f" % rq,
                     "-" if ep else "%.0f" % rp, ffid, fid(oq, eq), fid(op, ep), size))
                 sys.stdout.flush()
     finally:

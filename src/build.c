@@ -298,6 +298,8 @@ static int make_key(Build *b, Action *a)
 		sb_puts(&sb, v);
 		sb_putc(&sb, '\n');
 	}
+	if (a->stage->key_extra)
+		a->stage->key_extra(a->model, &sb);
 	if (a->in)
 		for (size_t i = 0; i < a->in->rec.nouts; i++) {
 			sb_puts(&sb, "input ");

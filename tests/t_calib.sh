@@ -70,10 +70,11 @@ for i in range(100):
 EOF
 "$PY" "$TMPD/mk.py" "$TMPD" 2>"$TMPD/mk.err" || { fail "make models" "$(tail -3 "$TMPD/mk.err")"; exit 0; }
 
-# calib PROJECT DATA: calibrate, leave the log in PROJECT/log
+# calib PROJECT DATA [METHOD]: calibrate for quantize.method METHOD (default
+# entropy: statistics with histograms), leave the log in PROJECT/log
 calib() {
-	printf '[model m]\nsource = model.onnx\nquantize = static\nquantize.calibration = %s\n' "$2" \
-		> "$TMPD/$1/rules/m.rules"
+	printf '[model m]\nsource = model.onnx\nquantize = static\nquantize.calibration = %s\nquantize.method = %s\n' \
+		"$2" "${3:-entropy}" > "$TMPD/$1/rules/m.rules"
 	ln -sf "$TMPD/$2" "$TMPD/$1/$2"
 	QUANTMAKE_CACHE=$TMPD/$1/cache "$Q" -C "$TMPD/$1" -j1 m:calibrate > "$TMPD/$1/log" 2>&1
 }
@@ -136,6 +137,125 @@ else
 	fail "calibrate mixed shapes" "$(tail -3 "$TMPD/ew/log")"
 fi
 
+# minmax statistics: no histograms, the same counts, min, max and ranges
+cp "$(stats ew)" "$TMPD/ew.entropy.stats"
+if calib ew mixed minmax && "$PY" - "$(stats ew)" "$TMPD/ew.entropy.stats" <<'EOF'
+import struct, sys
+def load(path):
+    b = open(path, "rb").read()
+    n, nb, ns = struct.unpack_from("<IIQ", b, 8)
+    o, got = 24, {}
+    for _ in range(n):
+        l, = struct.unpack_from("<I", b, o); name = b[o + 4:o + 4 + l].decode(); o += 4 + l
+        got[name] = struct.unpack_from("<QQffd", b, o); o += 32 + 8 * nb
+    assert o == len(b), (o, len(b))
+    return nb, ns, got
+nb, ns, got = load(sys.argv[1])
+nb2, ns2, want = load(sys.argv[2])
+assert nb == 0 and nb2 == 2048 and ns == ns2, (nb, nb2, ns, ns2)
+assert got == want, [k for k in want if got.get(k) != want[k]]
+EOF
+then pass "minmax statistics skip the histograms and keep counts, min and max"
+else fail "minmax statistics skip the histograms and keep counts, min and max" "$(tail -2 "$TMPD/ew/log")"
+fi
+
+# the method enters calibrate's key only as 'histograms or not': minmax ->
+# percentile calibrates again, percentile -> entropy only quantizes again
+M=$TMPD/meth
+mkdir -p "$M/rules"
+cp "$TMPD/ew/model.onnx" "$M/"
+ln -s "$TMPD/calib" "$M/calib"
+meth() {
+	printf '[model m]\nsource = model.onnx\nquantize = static\nquantize.calibration = calib\nquantize.method = %s\n' \
+		"$1" > "$M/rules/m.rules"
+	QUANTMAKE_CACHE=$M/cache "$Q" -C "$M" -j1 > "$M/log.$1" 2>&1
+}
+if meth minmax && meth percentile && meth entropy; then
+	if grep -q "calibrate m" "$M/log.percentile" && ! grep -q "calibrate m" "$M/log.entropy" &&
+	   grep -q "quantize m" "$M/log.entropy"; then
+		pass "minmax -> percentile calibrates again, percentile -> entropy does not"
+	else
+		fail "minmax -> percentile calibrates again, percentile -> entropy does not" \
+			"$(grep -h '^\[' "$M/log.percentile" "$M/log.entropy" | tr '\n' ' ')"
+	fi
+else
+	fail "minmax -> percentile calibrates again, percentile -> entropy does not" \
+		"$(tail -n2 "$M/log.minmax" "$M/log.percentile" "$M/log.entropy" 2>/dev/null)"
+fi
+
+# tensors computed from constants only (a Mul of two initializers; in the
+# branch of an If, a Constant times an outer initializer) are counted once
+# per run that computes them, from statistics taken on the first: the
+# same counts, min, max and histogram as every run counted
+F=$TMPD/fixed
+mkdir -p "$F/rules" "$F/data"
+if "$PY" - "$F" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as T
+d = sys.argv[1]
+r = np.random.default_rng(5)
+A = r.standard_normal(16).astype(np.float32)
+B = (r.standard_normal(16) * 3).astype(np.float32)
+K = r.standard_normal(16).astype(np.float32)
+then = h.make_graph([h.make_node("Constant", [], ["k"], value=nh.from_array(K)),
+                     h.make_node("Mul", ["k", "A"], ["ka"])], "then", [],
+                    [h.make_tensor_value_info("ka", T.FLOAT, [16])])
+els = h.make_graph([h.make_node("Neg", ["A"], ["na"])], "else", [], [h.make_tensor_value_info("na", T.FLOAT, [16])])
+g = h.make_graph([h.make_node("Mul", ["A", "B"], ["c"]),
+                  h.make_node("Add", ["x", "c"], ["s"]),
+                  h.make_node("ReduceSum", ["x"], ["t"], keepdims=0),
+                  h.make_node("Greater", ["t", "zero"], ["cond"]),
+                  h.make_node("If", ["cond"], ["br"], then_branch=then, else_branch=els),
+                  h.make_node("Add", ["s", "br"], ["y"])], "fixed",
+                 [h.make_tensor_value_info("x", T.FLOAT, [16])], [h.make_tensor_value_info("y", T.FLOAT, [16])],
+                 [nh.from_array(A, "A"), nh.from_array(B, "B"), nh.from_array(np.float32(0), "zero")])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.save(m, d + "/model.onnx")
+taken = 0
+for i in range(40):
+    x = r.standard_normal(16).astype(np.float32)
+    taken += x.sum() > 0
+    np.save("%s/data/s%02d.npy" % (d, i), x)
+np.save(d + "/expect.npy", np.array([taken], np.int64))
+np.save(d + "/c.npy", A * B)
+np.save(d + "/ka.npy", K * A)
+EOF
+then
+	printf '[model m]\nsource = model.onnx\nquantize = static\nquantize.calibration = data\nquantize.method = entropy\n' \
+		> "$F/rules/m.rules"
+	if QUANTMAKE_CACHE=$F/cache "$Q" -C "$F" -j1 m:calibrate > "$F/log" 2>&1 &&
+	   "$PY" - "$F" <<'EOF'
+import struct, sys
+import numpy as np
+d = sys.argv[1]
+b = open(d + "/build/m/calibrate/calibration.stats", "rb").read()
+n, nb, ns = struct.unpack_from("<IIQ", b, 8)
+o, got = 24, {}
+for _ in range(n):
+    l, = struct.unpack_from("<I", b, o); name = b[o + 4:o + 4 + l].decode(); o += 4 + l
+    cnt, nf, mn, mx, r = struct.unpack_from("<QQffd", b, o); o += 32
+    got[name] = (cnt, mn, mx, r, np.frombuffer(b, "<u8", nb, o)); o += 8 * nb
+def want(v, runs):
+    r = 2.0 ** np.floor(np.log2(np.abs(v).max()) + 1)
+    h = np.zeros(nb, np.uint64)
+    for x in v.astype(np.float64):
+        h[int(np.floor(x * nb / (2 * r))) + nb // 2] += runs
+    return v.size * runs, np.float32(v.min()), np.float32(v.max()), r, h
+taken = int(np.load(d + "/expect.npy")[0])
+assert ns == 40 and 0 < taken < 40, (ns, taken)
+for name, runs in (("c", 40), ("ka", taken)):
+    w, g = want(np.load(d + "/" + name + ".npy"), runs), got[name]
+    assert g[:4] == w[:4], (name, g[:4], w[:4])
+    assert (g[4] == w[4]).all(), (name, np.nonzero(g[4] != w[4]))
+EOF
+	then pass "tensors of constants only are counted once per run, taken or not"
+	else fail "tensors of constants only are counted once per run, taken or not" "$(tail -3 "$F/log")"
+	fi
+else
+	fail "tensors of constants only are counted once per run, taken or not" "could not make the model"
+fi
+
 # a bad sample in the middle of what would be a batch is named
 "$PY" -c "import numpy as np; np.save('$TMPD/calib/s100.npy', np.zeros((1, 3, 16, 16), np.float64))"
 rm -rf "$TMPD/ew/cache"
@@ -182,6 +302,7 @@ cat > "$J/rules/a.rules" <<EOF
 source = cnn.onnx
 quantize = static
 quantize.calibration = data/img*.npy
+quantize.method = entropy
 
 [model tr]
 source = transformer.onnx

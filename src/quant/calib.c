@@ -11,7 +11,10 @@
  * tensors are counted into four interleaved sub-histograms, of which only
  * the bins between those of the min and max are added up. The outputs of
  * operators that only move elements (Reshape, Transpose, Squeeze...) hold
- * their input's values: their statistics are copied at the end.
+ * their input's values: their statistics are copied at the end. Tensors
+ * computed from constants only hold the same values in every run: their
+ * statistics are taken once and multiplied at the end. Without histograms
+ * (the minmax method) a tap is the scan alone.
  *
  * Samples are stacked into batches when every model input has a symbolic
  * first dimension and a probe shows the model treats it as a batch: the
@@ -68,6 +71,11 @@ typedef struct Collector {
 	uint64_t nseen[2];      /* float activations seen when recording, checking */
 	char *konst;            /* per tensor: made by a node without inputs
 				   (Constant), the same in every run */
+	char *fixed;            /* per tensor: a deterministic function of
+				   constants only (see mark_fixed) */
+	uint64_t *fixed_w;      /* its weight summed over the taps so far: its
+				   statistics are those of the first tap,
+				   multiplied by this at the end */
 	uint64_t weight;        /* samples in the current run: a constant
 				   counts once per sample, batched or not */
 	size_t *alias;          /* per tensor: made by moving the elements of
@@ -188,6 +196,8 @@ static void widen(TensorStats *t, uint32_t nb, double m)
 		t->range = ldexp(1.0, e);
 		return;
 	}
+	while (m >= t->range && !t->hist)
+		t->range *= 2;
 	while (m >= t->range) {
 		uint64_t *h = t->hist;
 		uint64_t *n = xcalloc(nb + SPARE, sizeof *n);
@@ -260,12 +270,14 @@ static void stats_add(Collector *c, TensorStats *ts, const float *x, int64_t n, 
 	ts->nonfinite += bad * w;
 	if (!good)
 		return;
-	if (!ts->hist)
+	if (!ts->hist && nb)
 		ts->hist = xcalloc(nb + SPARE, sizeof *ts->hist);
 	ts->min = ts->count && ts->min < lo ? ts->min : lo;
 	ts->max = ts->count && ts->max > hi ? ts->max : hi;
 	ts->count += good * w;
 	widen(ts, nb, fmax(-(double)lo, (double)hi));
+	if (!nb)
+		return; /* min and max only (see calib_collect) */
 	ts->hist[nb / 2] += (uint64_t)zeros * w;
 	if (ts->range > 0)
 		hist_add(c, ts, x, n, w, lo, hi);
@@ -302,10 +314,30 @@ static void tap(void *ud, const char *name, const Tensor *t)
 	TensorStats *ts = (TensorStats *)calib_find(c->s, name);
 	if (!ts)
 		return;
+	size_t i = (size_t)(ts - c->s->t);
 	if (c->probe)
 		probe_tap(c, ts, t);
-	if (c->probe != 2 && c->alias[ts - c->s->t] == SIZE_MAX)
-		stats_add(c, ts, t->data, t->numel, c->konst[ts - c->s->t] ? c->weight : 1);
+	if (c->probe == 2 || c->alias[i] != SIZE_MAX)
+		return;
+	uint64_t w = c->konst[i] ? c->weight : 1;
+	if (!c->fixed[i]) {
+		stats_add(c, ts, t->data, t->numel, w);
+		return;
+	}
+	/* the same values every run (silero's weights are Constant nodes in
+	 * an If branch, tapped on every sample): count them once */
+	if (!c->fixed_w[i])
+		stats_add(c, ts, t->data, t->numel, 1);
+	c->fixed_w[i] += w;
+}
+
+/* ts's statistics counted w times */
+static void stats_scale(const CalibStats *s, TensorStats *ts, uint64_t w)
+{
+	ts->count *= w;
+	ts->nonfinite *= w;
+	for (uint32_t b = 0; ts->hist && b < s->nbins; b++)
+		ts->hist[b] *= w;
 }
 
 /* "[batch,64]" from a graph input's declared shape */
@@ -774,11 +806,90 @@ static void mark_konst(const CalibStats *s, const Onnx__GraphProto *g, char *kon
 	}
 }
 
-int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads, FILE *log,
+/* operators whose result is not a function of their inputs (as in the
+ * interpreter's constant folding) */
+static int nondeterministic(const Onnx__NodeProto *n)
+{
+	static const char *const ops[] = {
+		"Bernoulli", "Dropout", "Multinomial", "RandomNormal", "RandomNormalLike",
+		"RandomUniform", "RandomUniformLike",
+	};
+	for (size_t i = 0; i < ARRAY_LEN(ops); i++)
+		if (n->op_type && !strcmp(n->op_type, ops[i]))
+			return 1;
+	return 0;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* is input name of a node of g a constant: a fixed tensor, or an
+ * initializer of g or an enclosing graph (inits, sorted) that is no graph
+ * input (a default the caller may override) and no name of a node output
+ * or subgraph input anywhere (shadowing: not trusted) */
+static int const_input(const CalibStats *s, const Onnx__GraphProto *g, const PtrVec *inits,
+		       const char *fixed, const char *name)
+{
+	const TensorStats *ts = calib_find(s, name);
+	if (ts)
+		return fixed[ts - s->t];
+	for (size_t i = 0; i < g->n_input; i++)
+		if (g->input[i]->name && !strcmp(g->input[i]->name, name))
+			return 0;
+	return inits->n && bsearch(&name, inits->v, inits->n, sizeof *inits->v, cmp_name) != NULL;
+}
+
+/* mark in fixed the outputs of g's nodes (and of its subgraphs' nodes)
+ * that are deterministic functions of constants only, the nodes the
+ * interpreter may fold: their values are the same in every run. inits
+ * holds the initializer names visible from enclosing graphs. Nodes are
+ * taken in file order (a node listed before its producer is not marked:
+ * a missed constant only costs time). */
+static void mark_fixed(const CalibStats *s, const Onnx__GraphProto *g, const PtrVec *outer, char *fixed)
+{
+	PtrVec inits = {0};
+	for (size_t i = 0; outer && i < outer->n; i++)
+		pv_push(&inits, outer->v[i]);
+	for (size_t i = 0; i < g->n_initializer; i++) {
+		const char *name = g->initializer[i]->name;
+		int input = 0;
+		for (size_t k = 0; name && k < g->n_input; k++)
+			input |= g->input[k]->name && !strcmp(g->input[k]->name, name);
+		if (name && *name && !input)
+			pv_push(&inits, (void *)name);
+	}
+	if (inits.n > 1)
+		qsort(inits.v, inits.n, sizeof *inits.v, cmp_name);
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		int ok = !nondeterministic(n);
+		for (size_t a = 0; a < n->n_attribute; a++) {
+			if (n->attribute[a]->g) {
+				mark_fixed(s, n->attribute[a]->g, &inits, fixed);
+				ok = 0;
+			}
+			for (size_t k = 0; k < n->attribute[a]->n_graphs; k++)
+				mark_fixed(s, n->attribute[a]->graphs[k], &inits, fixed);
+			ok &= !n->attribute[a]->n_graphs;
+		}
+		for (size_t k = 0; ok && k < n->n_input; k++)
+			ok = !n->input[k] || !*n->input[k] || const_input(s, g, &inits, fixed, n->input[k]);
+		for (size_t k = 0; ok && k < n->n_output; k++) {
+			const TensorStats *ts = n->output[k] ? calib_find(s, n->output[k]) : NULL;
+			if (ts)
+				fixed[ts - s->t] = 1;
+		}
+	}
+	pv_free(&inits);
+}
+
+int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads, int hist, FILE *log,
 		  CalibStats **out)
 {
 	CalibStats *s = xcalloc(1, sizeof *s);
-	s->nbins = CALIB_BINS;
+	s->nbins = hist ? CALIB_BINS : 0;
 	const Onnx__GraphProto *g = m->proto->graph;
 	PtrVec names = {0};
 	for (size_t i = 0; i < g->n_input; i++)
@@ -815,8 +926,11 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 	Collector col = {.s = s, .weight = 1};
 	col.konst = xcalloc(s->n ? s->n : 1, 1);
 	mark_konst(s, g, col.konst);
+	col.fixed = xcalloc(s->n ? s->n : 1, 1);
+	col.fixed_w = xcalloc(s->n ? s->n : 1, sizeof *col.fixed_w);
+	mark_fixed(s, g, NULL, col.fixed);
 	col.idx = xmalloc(CHUNK * sizeof *col.idx);
-	col.sub = xcalloc(SUBHIST * (s->nbins + SPARE), sizeof *col.sub);
+	col.sub = hist ? xcalloc(SUBHIST * (s->nbins + SPARE), sizeof *col.sub) : NULL;
 	col.shape0 = xcalloc(s->n ? s->n : 1, sizeof *col.shape0);
 	for (size_t i = 0; i < s->n; i++)
 		col.shape0[i].rank = -1;
@@ -844,6 +958,9 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 		free(p);
 	}
 	for (size_t i = 0; r == 0 && i < s->n; i++)
+		if (col.fixed_w[i] > 1)
+			stats_scale(s, &s->t[i], col.fixed_w[i]);
+	for (size_t i = 0; r == 0 && i < s->n; i++)
 		if (col.alias[i] != SIZE_MAX)
 			copy_stats(s, &s->t[i], &s->t[col.alias[i]]);
 	if (r == 0 && log)
@@ -857,6 +974,8 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 	free(col.sub);
 	free(col.shape0);
 	free(col.konst);
+	free(col.fixed);
+	free(col.fixed_w);
 	free(col.alias);
 	if (r < 0) {
 		calib_free(s);
@@ -866,7 +985,7 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 	size_t k = 0;
 	for (size_t i = 0; i < s->n; i++) {
 		if (s->t[i].count || s->t[i].nonfinite) {
-			if (!s->t[i].hist)
+			if (!s->t[i].hist && s->nbins)
 				s->t[i].hist = xcalloc(s->nbins, sizeof *s->t[i].hist);
 			s->t[k++] = s->t[i];
 		}
@@ -983,7 +1102,7 @@ int calib_load(const char *path, CalibStats **out)
 	uint32_t n = get_u32(&rd);
 	s->nbins = get_u32(&rd);
 	s->nsamples = get_u64(&rd);
-	if (rd.bad || s->nbins == 0 || s->nbins > (1u << 20) || n > len / 8) {
+	if (rd.bad || s->nbins > (1u << 20) || n > len / 8) {
 		free(data);
 		free(s);
 		return error("%s: corrupt calibration statistics header", path);
@@ -1008,7 +1127,7 @@ int calib_load(const char *path, CalibStats **out)
 			rd.bad = 1;
 			break;
 		}
-		t->hist = xmalloc((size_t)s->nbins * sizeof *t->hist);
+		t->hist = s->nbins ? xmalloc((size_t)s->nbins * sizeof *t->hist) : NULL;
 		for (uint32_t k = 0; k < s->nbins; k++)
 			t->hist[k] = get_u64(&rd);
 	}
@@ -1115,8 +1234,8 @@ void calib_range(const CalibStats *s, const TensorStats *t, int method, double p
 {
 	*lo = t->min;
 	*hi = t->max;
-	if (method == CALIB_MINMAX || !t->count || !(t->range > 0))
-		return;
+	if (method == CALIB_MINMAX || !t->count || !(t->range > 0) || !s->nbins || !t->hist)
+		return; /* (no histograms: qr_check refuses other methods first) */
 	if (method == CALIB_ENTROPY) {
 		entropy_range(s, t, lo, hi);
 	} else {

@@ -11,7 +11,9 @@
  * [-r, r), r the smallest power of two above the largest magnitude seen
  * (the entropy method then looks only at the bins the values reach, like
  * onnxruntime's histogram over [-max, max]), so percentile and entropy
- * ranges can be chosen later without the samples. r doubles whenever a
+ * ranges can be chosen later without the samples (statistics for the
+ * minmax method skip the histograms, a third of a calibration's time on a
+ * conv net: nbins is then 0). r doubles whenever a
  * value falls outside, merging pairs of bins, which is exact: the histogram
  * is the one a second pass over the final [-r, r) would give, whatever the
  * order of the samples and however they are grouped into batches. Memory
@@ -26,6 +28,7 @@
  *   ntensors times, in name order:
  *     u32 namelen, name bytes (no NUL), u64 count, u64 nonfinite,
  *     f32 min, f32 max, f64 r, u64 hist[nbins]
+ * (nbins 0: min and max only, for the minmax method)
  */
 #ifndef QM_QUANT_CALIB_H
 #define QM_QUANT_CALIB_H
@@ -50,17 +53,17 @@ typedef struct TensorStats {
 typedef struct CalibStats {
 	TensorStats *t;      /* sorted by name */
 	size_t n;
-	uint32_t nbins;
+	uint32_t nbins;      /* CALIB_BINS, or 0: no histograms (hist NULL) */
 	uint64_t nsamples;
 } CalibStats;
 
 /* Run every sample of specs (see samples_open) through m, the interpreter
- * on threads threads, samples stacked into batches where the model allows
+ * on threads threads, with histograms when hist is set, samples stacked into batches where the model allows
  * (see calib.c; progress and the batching decision go to log, may be NULL).
  * Each sample must feed every model input with the declared element type
  * and a compatible shape; a mismatch is an error naming the sample, the
  * input and the expected type and shape. An empty set is an error. */
-int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads, FILE *log,
+int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads, int hist, FILE *log,
 		  CalibStats **out);
 void calib_free(CalibStats *s);
 int calib_save(const CalibStats *s, const char *path);
@@ -69,7 +72,8 @@ int calib_load(const char *path, CalibStats **out);
 const TensorStats *calib_find(const CalibStats *s, const char *name);
 
 enum { CALIB_MINMAX, CALIB_PERCENTILE, CALIB_ENTROPY };
-/* the range to quantize tensor t over: min/max; the central percentile
+/* the range to quantize tensor t over (statistics without histograms give
+ * min/max whatever the method): min/max; the central percentile
  * (e.g. 99.999: (100 - p) / 2 percent cut on each side); or the symmetric
  * threshold minimizing the KL divergence between the histogram and its
  * 128-level quantization (onnxruntime's and TensorRT's entropy method) */

@@ -13,6 +13,10 @@
 
 int qr_check(const CalibStats *s, const QuantOpts *o)
 {
+	if (o->method != CALIB_MINMAX && !s->nbins)
+		return error("quantize.method = %s needs histograms, and these calibration statistics have none "
+			     "(collected for quantize.method = minmax)",
+			     o->method == CALIB_ENTROPY ? "entropy" : "percentile");
 	if (!o->bins || o->method == CALIB_MINMAX)
 		return 0;
 	if (o->bins < 2 || (uint32_t)o->bins > s->nbins || s->nbins % (uint32_t)o->bins)

@@ -10,7 +10,8 @@
 #include "quant/quantize.h"
 
 /* -1 with error() when o->bins cannot be made from s's histograms (more
- * bins than recorded, or not a divisor of their number) */
+ * bins than recorded, or not a divisor of their number) or o->method needs
+ * histograms s lacks */
 int qr_check(const CalibStats *s, const QuantOpts *o);
 /* the range [lo, hi] o's method picks for t (qr_check passed) */
 void qr_range(const CalibStats *s, const TensorStats *t, const QuantOpts *o, float *lo, float *hi);

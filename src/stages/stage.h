@@ -57,6 +57,10 @@ typedef struct Stage {
 	 * read (the kind checks are done already): 0, or -1 with error()
 	 * saying what was expected. May be NULL. */
 	int (*check_param)(const char *key, const char *value);
+	/* appends to the action key what the stage's output depends on
+	 * besides its own keys (calibrate: whether the statistics need
+	 * histograms, which quantize.method implies). May be NULL. */
+	void (*key_extra)(const struct Section *sec, StrBuf *key);
 } Stage;
 
 /* all stages in pipeline order, NULL-terminated */

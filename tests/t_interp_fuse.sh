@@ -4,6 +4,9 @@
 #   folded BatchNormalization too, on every Conv path (fgemm tiles, small
 #   outputs batched, depthwise, pointwise, double, float16), and not fused
 #   where the Conv's output has another reader or is a graph output;
+# - the direct Conv (padded, stride-phase-split input read in place) on odd
+#   sizes, strides, dilations, pads, groups, 1-D/3-D, batches, against
+#   onnxruntime, with the same bytes on 1 and 2 threads;
 # - Reshape/Squeeze/Unsqueeze/Flatten/Identity taking over their dying
 #   input's buffer, but not an input that is read again or is an output;
 # - Transpose and Slice as blocked 2-D transposes and contiguous runs, on
@@ -97,6 +100,39 @@ conv("conv_relu_double", "relu", dt=np.float64)
 conv("conv_relu_half", "relu", dt=np.float16)
 conv("conv_relu_two_readers", "relu", extra_reader=True)
 conv("conv_relu_conv_output", "relu", bn=True, conv_is_output=True)
+
+# the direct convolution (fgemm reads a padded, stride-phase-split copy of
+# each image in place): odd sizes, strides, dilations, asymmetric pads,
+# groups, 1-D and 3-D, more than one block of k, no bias, batches
+def convd(name, xs, ws, act=None, bias=True, **attrs):
+    x = r.standard_normal(xs).astype(np.float32)
+    w = (r.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(np.float32)
+    inits, ins = [nh.from_array(w, "w")], ["x", "w"]
+    if bias:
+        inits.append(nh.from_array((r.standard_normal(ws[0]) * 0.5).astype(np.float32), "b"))
+        ins.append("b")
+    nodes = [h.make_node("Conv", ins, ["y"], name="conv", **attrs)]
+    out = "y"
+    if act == "relu":
+        nodes.append(h.make_node("Relu", ["y"], ["z"], name="act"))
+        out = "z"
+    save(name, nodes, {"x": x}, [(out, np.float32)], inits, {"x": x})
+
+convd("direct_odd", (3, 5, 17, 23), (13, 5, 3, 3), "relu", pads=[1, 1, 1, 1])
+convd("direct_stride2", (2, 6, 33, 31), (20, 6, 3, 3), strides=[2, 2], pads=[1, 1, 1, 1])
+convd("direct_stride3_dilated", (2, 3, 40, 37), (7, 3, 3, 3), "relu", strides=[3, 3], dilations=[2, 2],
+      pads=[2, 1, 0, 2])
+convd("direct_dilated", (1, 4, 30, 30), (9, 4, 3, 3), dilations=[2, 2], pads=[2, 2, 2, 2])
+convd("direct_grouped", (2, 9, 24, 24), (12, 3, 3, 3), "relu", group=3, pads=[1, 1, 1, 1])
+convd("direct_1x1_stride2", (2, 8, 32, 32), (16, 8, 1, 1), strides=[2, 2])
+convd("direct_pointwise", (2, 8, 16, 16), (16, 8, 1, 1), "relu")
+convd("direct_pointwise_odd", (2, 8, 15, 15), (16, 8, 1, 1))
+convd("direct_one_image", (1, 32, 40, 40), (48, 32, 3, 3), "relu", pads=[1, 1, 1, 1])  # columns split
+convd("direct_deep_nobias", (2, 64, 18, 18), (24, 64, 3, 3), "relu", bias=False, pads=[1, 1, 1, 1])
+convd("direct_5x5_asym", (4, 3, 21, 26), (10, 3, 5, 4), pads=[2, 0, 1, 3])
+convd("direct_1d", (2, 7, 300), (11, 7, 5), "relu", pads=[2, 2])
+convd("direct_1d_stride4", (3, 5, 301), (6, 5, 7), strides=[4], pads=[3, 1])
+convd("direct_3d", (2, 4, 6, 30, 30), (5, 4, 3, 3, 3), "relu", pads=[1, 1, 1, 1, 1, 1])
 
 # Transpose: every permutation of a rank-4 tensor with unit axes, element
 # sizes 1 to 8, sizes past the 32 x 32 blocks
@@ -229,6 +265,18 @@ if grep -q '^tap: y float' "$TMPD/trace" 2>/dev/null || "$Q" run "$TMPD/conv_bn_
 else
 	fail "taps see the Conv and BatchNormalization outputs of a fused chain"
 fi
+# the direct convolution splits one image's columns, or the batch's images,
+# between threads: the same bytes on 1 and 2 threads
+for c in direct_odd direct_one_image direct_deep_nobias direct_3d direct_1d; do
+	for t in 1 2; do
+		"$Q" run "$TMPD/$c.onnx" -i "$TMPD/$c.npz" -o "$TMPD/$c.t$t.npz" -t $t > "$TMPD/err" 2>&1 || break
+	done
+	if cmp -s "$TMPD/$c.t1.npz" "$TMPD/$c.t2.npz"; then
+		pass "$c: same bytes on 1 and 2 threads"
+	else
+		fail "$c: same bytes on 1 and 2 threads" "$(head -c 300 "$TMPD/err")"
+	fi
+done
 # the bench's repeated runs reuse one plan: fused and stolen buffers stay right
 for c in conv_bn_relu relabel; do
 	"$Q" run "$TMPD/$c.onnx" -i "$TMPD/$c.npz" --bench 3 -q > /dev/null 2> "$TMPD/err" &&

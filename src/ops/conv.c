@@ -11,7 +11,11 @@
  * input directly and depthwise ones (one input channel per group) run a
  * direct loop. float32 goes through fgemm on AVX-512 CPUs (weights that are
  * constants of the plan packed once, in the node's cache; bias added as
- * tiles are stored) and cblas_sgemm elsewhere; double through dgemm. A
+ * tiles are stored) and cblas_sgemm elsewhere; double through dgemm. With
+ * packed weights, a convolution whose output grid wastes few columns runs
+ * directly: each image is copied once, padded and split by stride phase,
+ * and fgemm reads its unfolded rows in place (see DirectGeom); the others
+ * write fgemm's panels straight from the input (ConvFill). A
  * Relu or Clip the interpreter fused into the node (RunCtx.clamp) is
  * applied as results are stored: in fgemm's tiles, or per GEMM tile while
  * it is in cache. The
@@ -207,9 +211,9 @@ typedef struct Im2col {
 
 /* Scratch of the calling thread, kept between calls: unfolded tiles of
  * megabytes were otherwise mapped and faulted in afresh on every call.
- * slot 0 and 1 are separate buffers. */
-static _Thread_local void *scratch_p[2];
-static _Thread_local size_t scratch_n[2];
+ * slots 0, 1 and 2 are separate buffers. */
+static _Thread_local void *scratch_p[3];
+static _Thread_local size_t scratch_n[3];
 
 static void *conv_scratch(int slot, size_t bytes)
 {
@@ -495,6 +499,232 @@ static void conv_gemm_implicit(const ConvShape *cs, const float *x, const float 
 }
 #endif
 
+/* ---- direct convolution: the GEMM reads a padded input in place ---- */
+
+/* Rather than unfolding the input, each image (and group) is copied once
+ * with its padding into planes of q[0] x q[1] x q[2], one per stride phase
+ * that the kernel uses (space-to-depth, so that a strided tap reads
+ * consecutive elements): the unfolded row of channel ch and kernel offset
+ * (kd, kh, kw) is then that plane read from a fixed offset, and fgemm
+ * reads it in place (fgemm_packed_direct). The product runs over the grid
+ * q[1] x q[2] per output depth, computing columns past the output's width
+ * and height that are never stored: used only where they are few. */
+#define DIRECT_MAX_STRIDE 8
+
+typedef struct DirectGeom {
+	int64_t q[3], plane;         /* plane extents and elements */
+	int64_t stride;              /* elements from one plane to the next */
+	int64_t nph[3];              /* stride phases used per axis */
+	int64_t ph[3][DIRECT_MAX_STRIDE]; /* per residue: its phase's index, or -1 */
+	int64_t phr[3][DIRECT_MAX_STRIDE]; /* per phase index: its residue */
+	int64_t planes;              /* per channel: nph[0] * nph[1] * nph[2] */
+	int64_t n;                   /* product columns per image */
+	int64_t floats;              /* padded input of one image and group, with slack */
+} DirectGeom;
+
+/* fill dg; 1 when the direct product suits cs: strides up to
+ * DIRECT_MAX_STRIDE, at most 30% more columns than outputs, and at most
+ * DIRECT_MAX_M output channels per group (the panels ConvFill writes cost
+ * little beside many output channels, and fgemm runs faster on them than
+ * on rows read in place: magika's 512 took 40% longer directly) */
+#define DIRECT_MAX_M 128
+
+static int conv_direct_geom(const ConvShape *cs, DirectGeom *dg)
+{
+	memset(dg, 0, sizeof *dg);
+	if (cs->M / cs->G > DIRECT_MAX_M)
+		return 0;
+	dg->planes = 1;
+	for (int j = 0; j < 3; j++) {
+		if (cs->s[j] > DIRECT_MAX_STRIDE || cs->out[j] < 1)
+			return 0;
+		dg->q[j] = cs->out[j] + (cs->k[j] - 1) * cs->d[j] / cs->s[j];
+		for (int64_t r = 0; r < cs->s[j]; r++)
+			dg->ph[j][r] = -1;
+		for (int64_t kk = 0; kk < cs->k[j]; kk++) {
+			int64_t r = kk * cs->d[j] % cs->s[j];
+			if (dg->ph[j][r] < 0) {
+				dg->phr[j][dg->nph[j]] = r;
+				dg->ph[j][r] = dg->nph[j]++;
+			}
+		}
+		dg->planes *= dg->nph[j];
+	}
+	dg->plane = dg->q[0] * dg->q[1] * dg->q[2];
+	/* planes 16 floats past a multiple of 32 apart: the rows fgemm reads
+	 * for one panel (one per channel and tap) then fall into different
+	 * sets of the L1 cache; magika's 512-float planes (2 KiB apart) put
+	 * them all in two sets, and the product ran 40% slower than on panels */
+	dg->stride = dg->plane % 32 <= 16 ? dg->plane - dg->plane % 32 + 16 : dg->plane - dg->plane % 32 + 48;
+	dg->n = ((cs->out[0] - 1) * dg->q[1] + cs->out[1] - 1) * dg->q[2] + cs->out[2];
+	int64_t cols = (dg->n + FGEMM_NR - 1) / FGEMM_NR * FGEMM_NR;
+	if (cols * 10 > cs->osz * 13)
+		return 0;
+	int64_t cg = cs->C / cs->G;
+	/* the last tap's reads end at its offset + cols */
+	int64_t last = (cg * dg->planes - 1) * dg->stride;
+	int64_t kd = (cs->k[0] - 1) * cs->d[0], kh = (cs->k[1] - 1) * cs->d[1], kw = (cs->k[2] - 1) * cs->d[2];
+	last += (kd / cs->s[0] * dg->q[1] + kh / cs->s[1]) * dg->q[2] + kw / cs->s[2] + cols;
+	dg->floats = last > cg * dg->planes * dg->stride ? last : cg * dg->planes * dg->stride;
+	return 1;
+}
+
+/* per row of the unfolded matrix (channel, kd, kh, kw), its offset in the
+ * padded input */
+static int64_t *conv_direct_offsets(const ConvShape *cs, const DirectGeom *dg)
+{
+	int64_t cg = cs->C / cs->G, *off = xmalloc(sizeof(int64_t) * (size_t)(cg * cs->ksz + 1)), *o = off;
+	for (int64_t ch = 0; ch < cg; ch++)
+		for (int64_t kd = 0; kd < cs->k[0]; kd++)
+		for (int64_t kh = 0; kh < cs->k[1]; kh++)
+		for (int64_t kw = 0; kw < cs->k[2]; kw++) {
+			int64_t td = kd * cs->d[0], th = kh * cs->d[1], tw = kw * cs->d[2];
+			int64_t pl = ch * dg->planes + (dg->ph[0][td % cs->s[0]] * dg->nph[1] +
+				dg->ph[1][th % cs->s[1]]) * dg->nph[2] + dg->ph[2][tw % cs->s[2]];
+			*o++ = pl * dg->stride + (td / cs->s[0] * dg->q[1] + th / cs->s[1]) * dg->q[2] + tw / cs->s[2];
+		}
+	return off;
+}
+
+/* the padded, phase-split planes of cg channels of x (one image and group);
+ * rows are short, so copies on AVX-512 CPUs are copy_512's inline moves
+ * (a libc call per row cost as much as the copy) */
+static inline __attribute__((always_inline)) void
+conv_direct_pad_body(const ConvShape *cs, const DirectGeom *dg, const float *x, float *xq,
+		     void (*copy)(void *, const void *, int64_t, size_t), void (*gather2)(float *, const float *, int64_t))
+{
+	int64_t cg = cs->C / cs->G, q1 = dg->q[1], q2 = dg->q[2], s2 = cs->s[2];
+	float *pl = xq;
+	for (int64_t ch = 0; ch < cg; ch++)
+		for (int64_t a = 0; a < dg->nph[0]; a++)
+		for (int64_t b = 0; b < dg->nph[1]; b++)
+		for (int64_t e = 0; e < dg->nph[2]; e++, pl += dg->stride) {
+			int64_t rd = dg->phr[0][a], rh = dg->phr[1][b], rw = dg->phr[2][e];
+			/* columns of the plane whose input column is inside */
+			int64_t lo = ceildiv_pos(cs->pb[2] - rw, s2), hi = ceildiv_pos(cs->in[2] + cs->pb[2] - rw, s2);
+			lo = lo < 0 ? 0 : lo > q2 ? q2 : lo;
+			hi = hi < lo ? lo : hi > q2 ? q2 : hi;
+			for (int64_t qd = 0; qd < dg->q[0]; qd++)
+				for (int64_t qh = 0; qh < q1; qh++) {
+					float *row = pl + (qd * q1 + qh) * q2;
+					int64_t id = qd * cs->s[0] + rd - cs->pb[0], ih = qh * cs->s[1] + rh - cs->pb[1];
+					if (id < 0 || id >= cs->in[0] || ih < 0 || ih >= cs->in[1] || lo >= hi) {
+						memset(row, 0, sizeof(float) * (size_t)q2);
+						continue;
+					}
+					const float *xr = x + ch * cs->isz + (id * cs->in[1] + ih) * cs->in[2];
+					int64_t iw = lo * s2 + rw - cs->pb[2];
+					for (int64_t qw = 0; qw < lo; qw++)
+						row[qw] = 0.0f;
+					if (s2 == 1)
+						copy(row + lo, xr + iw, hi - lo, 4);
+					else if (s2 == 2)
+						gather2(row + lo, xr + iw, hi - lo);
+					else
+						for (int64_t qw = lo; qw < hi; qw++, iw += s2)
+							row[qw] = xr[iw];
+					for (int64_t qw = hi; qw < q2; qw++)
+						row[qw] = 0.0f;
+				}
+			/* the gap to the next plane, read by columns past the grid */
+			memset(pl + dg->plane, 0, sizeof(float) * (size_t)(dg->stride - dg->plane));
+		}
+	/* slack read by the last panels' columns past the grid */
+	memset(pl, 0, sizeof(float) * (size_t)(dg->floats - (pl - xq)));
+}
+
+/* d[j] = s[2 * j] for j < n */
+static inline __attribute__((always_inline)) void gather2_std(float *d, const float *s, int64_t n)
+{
+	for (int64_t j = 0; j < n; j++)
+		d[j] = s[2 * j];
+}
+
+static void conv_direct_pad_std(const ConvShape *cs, const DirectGeom *dg, const float *x, float *xq)
+{
+	conv_direct_pad_body(cs, dg, x, xq, copy_std, gather2_std);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* gather2_std sixteen at a time: two loads of which only the elements
+ * read are loaded (masked), the even ones picked by one permutation */
+AVX512 static inline __attribute__((always_inline)) void gather2_512(float *d, const float *s, int64_t n)
+{
+	const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+	for (int64_t j = 0; j < n; j += 16) {
+		int64_t m = n - j < 16 ? n - j : 16, e = 2 * m - 1;
+		__mmask16 k0 = (__mmask16)(e >= 16 ? 0xffff : (1u << e) - 1);
+		__mmask16 k1 = (__mmask16)(e > 16 ? (1u << (e - 16)) - 1 : 0);
+		__m512 v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(k0, s + 2 * j), even,
+						  _mm512_maskz_loadu_ps(k1, s + 2 * j + 16));
+		if (m == 16)
+			_mm512_storeu_ps(d + j, v);
+		else
+			_mm512_mask_storeu_ps(d + j, (__mmask16)((1u << m) - 1), v);
+	}
+}
+
+AVX512 static void conv_direct_pad_512(const ConvShape *cs, const DirectGeom *dg, const float *x, float *xq)
+{
+	conv_direct_pad_body(cs, dg, x, xq, copy_512, gather2_512);
+}
+#endif
+
+static void conv_direct_pad(const ConvShape *cs, const DirectGeom *dg, const float *x, float *xq)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (fgemm_available()) {
+		conv_direct_pad_512(cs, dg, x, xq);
+		return;
+	}
+#endif
+	conv_direct_pad_std(cs, dg, x, xq);
+}
+
+typedef struct DirectRun {
+	const ConvShape *cs;
+	const DirectGeom *dg;
+	const float *x, *bias, *clamp;
+	float *y;
+	FgemmA **pa;
+	const int64_t *off;
+	float *bufs;              /* per piece: dg->floats */
+	int64_t pieces;
+	int threads;              /* for fgemm (one product at a time) */
+} DirectRun;
+
+/* products [lo, hi) (product i: image i / G, group i % G) */
+static void direct_run(void *arg, int64_t lo, int64_t hi)
+{
+	const DirectRun *r = arg;
+	const ConvShape *cs = r->cs;
+	int64_t cg = cs->C / cs->G, mg = cs->M / cs->G, all = cs->N * cs->G;
+	float *xq = r->bufs + (size_t)((lo * r->pieces + all - 1) / all) * (size_t)r->dg->floats;
+	FgemmMap map = {r->dg->n, r->dg->q[1], r->dg->q[2], cs->out[1], cs->out[2]};
+	for (int64_t i = lo; i < hi; i++) {
+		int64_t n = i / cs->G, g = i % cs->G;
+		conv_direct_pad(cs, r->dg, r->x + (n * cs->C + g * cg) * cs->isz, xq);
+		fgemm_packed_direct(r->pa[g], xq, r->off, &map, r->bias ? r->bias + g * mg : NULL, r->clamp,
+				    r->y + (n * cs->M + g * mg) * cs->osz, cs->osz, r->threads);
+	}
+}
+
+/* conv_gemm through fgemm_packed_direct: several images or groups go to
+ * the threads whole, one is split by columns */
+static void conv_gemm_direct(const ConvShape *cs, const DirectGeom *dg, const float *x, const float *bias,
+			     const float *clamp, float *y, FgemmA **pa)
+{
+	int64_t all = cs->N * cs->G;
+	int thr = cs->threads < all ? cs->threads : (int)all;
+	if (thr < 1)
+		thr = 1;
+	int64_t *off = conv_direct_offsets(cs, dg);
+	float *bufs = conv_scratch(2, sizeof(float) * (size_t)dg->floats * (size_t)thr);
+	DirectRun r = {cs, dg, x, bias, clamp, y, pa, off, bufs, thr, thr > 1 ? 1 : cs->threads};
+	nn_parallel(thr, all, direct_run, &r);
+	free(off);
+}
+
 /* the im2col of element size es for this CPU */
 static void (*im2col_fn(size_t es))(void *, int64_t, int64_t)
 {
@@ -652,6 +882,14 @@ static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const f
 				((float *)y)[i] = bias[i / cs->osz % cs->M];
 		if (es == 4)
 			clamp_rows(y, 1, cs->N * cs->M * cs->osz, 0, clamp);
+		return;
+	}
+	DirectGeom dg;
+	if (cached && cs->osz >= FGEMM_MIN_N && conv_direct_geom(cs, &dg)) {
+		for (int64_t g = 0; g < cs->G; g++)
+			if (!cached[g])
+				cached[g] = fgemm_pack_a(mg, kc, (const float *)w + g * mg * kc, kc);
+		conv_gemm_direct(cs, &dg, x, bias, clamp, y, cached);
 		return;
 	}
 	int64_t nb = conv_images_per_tile(cs, kc, es);

@@ -11,7 +11,13 @@
  * constant weights) and one panel of b from cache. Edge tiles are computed
  * in full on zero-padded strips and panels and only their valid part is
  * stored. Every element of c is summed in the same order whatever the
- * split between threads, so results do not depend on the thread count. */
+ * split between threads, so results do not depend on the thread count.
+ * Packed left operands of 16, 32 or 64 rows go in strips of 8 (16
+ * accumulators), which pad fewer rows than strips of 12. For a direct
+ * convolution the kernel reads rows of b in place through a table of
+ * offsets (fgemm_packed_direct), so no panel is copied; each tile's sums
+ * are stored and reloaded unchanged from one block of k to the next, one
+ * chain per element. */
 #include "ops/fgemm.h"
 
 #include <stdlib.h>
@@ -21,6 +27,7 @@
 #include "util.h"
 
 #define MR 12
+#define MR8 8
 #define NR FGEMM_NR
 #define KC 256
 #define NC 512
@@ -53,26 +60,36 @@ int fgemm_available(void)
 }
 #endif
 
-/* ap[strip][kk][MR] = a[strip * MR + r, kk] for one block of kc columns,
- * rows past m zero */
-static void pack_a_block(const float *a, int64_t lda, int64_t m, int64_t kc, float *ap)
+/* ap[strip][kk][sr] = a[strip * sr + r, kk] for one block of kc columns,
+ * rows past m zero (sr: rows per strip) */
+static void pack_a_block(const float *a, int64_t lda, int64_t m, int64_t kc, int64_t sr, float *ap)
 {
-	for (int64_t i0 = 0; i0 < m; i0 += MR, ap += MR * kc) {
-		int64_t mr = m - i0 < MR ? m - i0 : MR;
+	for (int64_t i0 = 0; i0 < m; i0 += sr, ap += sr * kc) {
+		int64_t mr = m - i0 < sr ? m - i0 : sr;
 		for (int64_t kk = 0; kk < kc; kk++) {
 			const float *ac = a + i0 * lda + kk;
-			float *d = ap + kk * MR;
+			float *d = ap + kk * sr;
 			for (int64_t r = 0; r < mr; r++)
 				d[r] = ac[r * lda];
-			for (int64_t r = mr; r < MR; r++)
+			for (int64_t r = mr; r < sr; r++)
 				d[r] = 0.0f;
 		}
 	}
 }
 
+/* rows per strip of a packed left operand: MR, or MR8 where that pads
+ * over 5% fewer rows (32 or 64 output channels: 12-row strips compute 36
+ * and 72, 8-row ones 32 and 64; the 12-row kernel does more per load, so
+ * 128 rows stay in 11 strips of 12) */
+static int64_t strip_rows(int64_t m)
+{
+	return (m + MR8 - 1) / MR8 * MR8 * 20 < (m + MR - 1) / MR * MR * 19 ? MR8 : MR;
+}
+
 size_t fgemm_packed_a_bytes(int64_t m, int64_t k)
 {
-	return sizeof(float) * (size_t)((m + MR - 1) / MR * MR * k + 1);
+	int64_t sr = strip_rows(m);
+	return sizeof(float) * (size_t)((m + sr - 1) / sr * sr * k + 1);
 }
 
 FgemmA *fgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda)
@@ -80,10 +97,11 @@ FgemmA *fgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda)
 	FgemmA *pa = xmalloc(sizeof *pa);
 	pa->m = m;
 	pa->k = k;
-	pa->mpad = (m + MR - 1) / MR * MR;
+	pa->mr = strip_rows(m);
+	pa->mpad = (m + pa->mr - 1) / pa->mr * pa->mr;
 	pa->p = xmalloc(fgemm_packed_a_bytes(m, k));
 	for (int64_t k0 = 0; k0 < k; k0 += KC)
-		pack_a_block(a + k0, lda, m, k - k0 < KC ? k - k0 : KC, pa->p + pa->mpad * k0);
+		pack_a_block(a + k0, lda, m, k - k0 < KC ? k - k0 : KC, pa->mr, pa->p + pa->mpad * k0);
 	return pa;
 }
 
@@ -158,6 +176,30 @@ AVX512 static void kernel_packed(int64_t kc, const float *ap, const float *bp, f
 AVX512 static void kernel_rows(int64_t kc, const float *a, int64_t lda, const float *bp, float *t)
 {
 	kernel_body(kc, a, lda, 1, bp, t);
+}
+
+/* kernel_packed on a strip of MR8 rows (16 accumulators) */
+AVX512 static void kernel_packed8(int64_t kc, const float *ap, const float *bp, float *t)
+{
+	__m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+	__m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+	__m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+	for (int64_t kk = 0; kk < kc; kk++, ap += MR8, bp += NR) {
+		__m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16), x;
+#define ROW(i, r0, r1)                                   \
+		x = _mm512_set1_ps(ap[i]);               \
+		r0 = _mm512_fmadd_ps(x, b0, r0);         \
+		r1 = _mm512_fmadd_ps(x, b1, r1);
+		ROW(0, c00, c01) ROW(1, c10, c11) ROW(2, c20, c21) ROW(3, c30, c31)
+		ROW(4, c40, c41) ROW(5, c50, c51) ROW(6, c60, c61) ROW(7, c70, c71)
+#undef ROW
+	}
+#define OUT(i, r0, r1)                                           \
+	_mm512_storeu_ps(t + (i) * NR, r0);                      \
+	_mm512_storeu_ps(t + (i) * NR + 16, r1);
+	OUT(0, c00, c01) OUT(1, c10, c11) OUT(2, c20, c21) OUT(3, c30, c31)
+	OUT(4, c40, c41) OUT(5, c50, c51) OUT(6, c60, c61) OUT(7, c70, c71)
+#undef OUT
 }
 
 /* v clamped to [cl[0], cl[1]] as Clip does: v < lo ? lo : v, then
@@ -275,6 +317,15 @@ static void kernel_rows(int64_t kc, const float *a, int64_t lda, const float *bp
 	kernel_body(kc, a, lda, 1, bp, t);
 }
 
+static void kernel_packed8(int64_t kc, const float *ap, const float *bp, float *t)
+{
+	memset(t, 0, sizeof(float) * MR * NR);
+	for (int64_t kk = 0; kk < kc; kk++)
+		for (int i = 0; i < MR8; i++)
+			for (int j = 0; j < NR; j++)
+				t[i * NR + j] += ap[kk * MR8 + i] * bp[kk * NR + j];
+}
+
 static void tile_store(const float *t, int64_t mr, int64_t nr, float *c, int64_t ldc, int add,
 		       const float *rb, const float *cl)
 {
@@ -353,6 +404,7 @@ static void run_cols(void *arg, int64_t plo, int64_t phi)
 	float *buf = g->bufs + (size_t)((plo * g->pieces + panels - 1) / panels) * PIECE_FLOATS;
 	float *edge = buf + (size_t)NC * KC;  /* a last strip of fewer than MR rows, zero-padded */
 	float t[MR * NR] __attribute__((aligned(64)));
+	int64_t sr = g->pa ? g->pa->mr : MR;   /* rows per strip */
 	/* column blocks of NC start at multiples of NC (the layout of a
 	 * prepacked b); this piece covers columns [lo, hi) of each */
 	for (int64_t jb = plo * NR / NC * NC; jb < phi * NR && jb < g->n; jb += NC) {
@@ -384,9 +436,11 @@ static void run_cols(void *arg, int64_t plo, int64_t phi)
 			for (int64_t jr = lo; jr < hi; jr += NR) {
 				int64_t nr = hi - jr < NR ? hi - jr : NR;
 				const float *bj = bp + (jr - j0) * kc;
-				for (int64_t ir = 0; ir < g->m; ir += MR) {
-					int64_t mr = g->m - ir < MR ? g->m - ir : MR;
-					if (g->pa)
+				for (int64_t ir = 0; ir < g->m; ir += sr) {
+					int64_t mr = g->m - ir < sr ? g->m - ir : sr;
+					if (g->pa && sr == MR8)
+						kernel_packed8(kc, g->pa->p + g->pa->mpad * k0 + ir * kc, bj, t);
+					else if (g->pa)
 						kernel_packed(kc, g->pa->p + g->pa->mpad * k0 + ir * kc, bj, t);
 					else if (ir < mfull)
 						kernel_rows(kc, g->a + ir * g->lda + k0, g->lda, bj, t);
@@ -493,3 +547,247 @@ void fgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const f
 		 .bias = bias};
 	run(&g, threads);
 }
+
+/* ---- products whose right operand is read in place through row offsets ---- */
+
+typedef struct Direct {
+	const FgemmA *pa;
+	const float *b;
+	const int64_t *off;
+	const FgemmMap *map;
+	const float *bias, *clamp;
+	float *c;
+	int64_t ldc;
+} Direct;
+
+/* one run of a panel's columns that lands contiguously in c */
+typedef struct DSeg {
+	int64_t at, dst, len;
+} DSeg;
+
+/* the runs of product columns [j0, j0 + nr) that map to valid outputs */
+static int64_t direct_segs(const FgemmMap *mp, int64_t j0, int64_t nr, DSeg *seg)
+{
+	int64_t ns = 0, plane = mp->hq * mp->wq;
+	for (int64_t p = j0; p < j0 + nr;) {
+		int64_t w = p % mp->wq, h = p / mp->wq % mp->hq, d = p / plane;
+		if (w >= mp->ow || h >= mp->oh) {
+			p += mp->wq - w;   /* the next row's first column */
+			continue;
+		}
+		int64_t len = mp->ow - w < j0 + nr - p ? mp->ow - w : j0 + nr - p;
+		seg[ns++] = (DSeg){p - j0, (d * mp->oh + h) * mp->ow + w, len};
+		p += len;
+	}
+	return ns;
+}
+
+#ifdef HAVE_AVX512
+/* rows of b prefetched this many ahead */
+#define DIRECT_PF 8
+
+/* kernel_body with row kk of the panel at b + off[kk] (NR columns read in
+ * place) and, when acc, the sums carried on from t: the sum over k stays
+ * one chain per element across blocks of k */
+AVX512 static void kernel_offs(int64_t kc, const float *ap, const float *b, const int64_t *off, float *t, int acc)
+{
+	__m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+	__m512 c60, c61, c70, c71, c80, c81, c90, c91, ca0, ca1, cb0, cb1;
+#define IN(i, r0, r1)                                                            \
+	r0 = acc ? _mm512_loadu_ps(t + (i) * NR) : _mm512_setzero_ps();          \
+	r1 = acc ? _mm512_loadu_ps(t + (i) * NR + 16) : _mm512_setzero_ps();
+	IN(0, c00, c01) IN(1, c10, c11) IN(2, c20, c21) IN(3, c30, c31)
+	IN(4, c40, c41) IN(5, c50, c51) IN(6, c60, c61) IN(7, c70, c71)
+	IN(8, c80, c81) IN(9, c90, c91) IN(10, ca0, ca1) IN(11, cb0, cb1)
+#undef IN
+	for (int64_t kk = 0; kk < kc; kk++, ap += MR) {
+		const float *br = b + off[kk];
+		if (kk + DIRECT_PF < kc) {  /* rows far apart: no hardware prefetch */
+			_mm_prefetch((const char *)(b + off[kk + DIRECT_PF]), _MM_HINT_T0);
+			_mm_prefetch((const char *)(b + off[kk + DIRECT_PF] + NR - 1), _MM_HINT_T0);
+		}
+		__m512 b0 = _mm512_loadu_ps(br), b1 = _mm512_loadu_ps(br + 16), x;
+#define ROW(i, r0, r1)                                   \
+		x = _mm512_set1_ps(ap[i]);               \
+		r0 = _mm512_fmadd_ps(x, b0, r0);         \
+		r1 = _mm512_fmadd_ps(x, b1, r1);
+		ROW(0, c00, c01) ROW(1, c10, c11) ROW(2, c20, c21) ROW(3, c30, c31)
+		ROW(4, c40, c41) ROW(5, c50, c51) ROW(6, c60, c61) ROW(7, c70, c71)
+		ROW(8, c80, c81) ROW(9, c90, c91) ROW(10, ca0, ca1) ROW(11, cb0, cb1)
+#undef ROW
+	}
+#define OUT(i, r0, r1)                                           \
+	_mm512_storeu_ps(t + (i) * NR, r0);                      \
+	_mm512_storeu_ps(t + (i) * NR + 16, r1);
+	OUT(0, c00, c01) OUT(1, c10, c11) OUT(2, c20, c21) OUT(3, c30, c31)
+	OUT(4, c40, c41) OUT(5, c50, c51) OUT(6, c60, c61) OUT(7, c70, c71)
+	OUT(8, c80, c81) OUT(9, c90, c91) OUT(10, ca0, ca1) OUT(11, cb0, cb1)
+#undef OUT
+}
+
+/* d[0, n) = s[0, n) for n <= NR: inline overlapping 16-, 8- and 4-float
+ * moves rather than a libc call per run (runs are an output row's width) */
+AVX512 static inline __attribute__((always_inline)) void copy_short(float *d, const float *s, int64_t n)
+{
+	if (n >= 16) {
+		_mm512_storeu_ps(d, _mm512_loadu_ps(s));
+		if (n > 16)
+			_mm512_storeu_ps(d + n - 16, _mm512_loadu_ps(s + n - 16));
+	} else if (n >= 8) {
+		_mm256_storeu_ps(d, _mm256_loadu_ps(s));
+		_mm256_storeu_ps(d + n - 8, _mm256_loadu_ps(s + n - 8));
+	} else if (n >= 4) {
+		_mm_storeu_ps(d, _mm_loadu_ps(s));
+		_mm_storeu_ps(d + n - 4, _mm_loadu_ps(s + n - 4));
+	} else {
+		for (int64_t j = 0; j < n; j++)
+			d[j] = s[j];
+	}
+}
+
+/* kernel_offs on a strip of MR8 rows */
+AVX512 static void kernel_offs8(int64_t kc, const float *ap, const float *b, const int64_t *off, float *t, int acc)
+{
+	__m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71;
+#define IN(i, r0, r1)                                                            \
+	r0 = acc ? _mm512_loadu_ps(t + (i) * NR) : _mm512_setzero_ps();          \
+	r1 = acc ? _mm512_loadu_ps(t + (i) * NR + 16) : _mm512_setzero_ps();
+	IN(0, c00, c01) IN(1, c10, c11) IN(2, c20, c21) IN(3, c30, c31)
+	IN(4, c40, c41) IN(5, c50, c51) IN(6, c60, c61) IN(7, c70, c71)
+#undef IN
+	for (int64_t kk = 0; kk < kc; kk++, ap += MR8) {
+		const float *br = b + off[kk];
+		if (kk + DIRECT_PF < kc) {
+			_mm_prefetch((const char *)(b + off[kk + DIRECT_PF]), _MM_HINT_T0);
+			_mm_prefetch((const char *)(b + off[kk + DIRECT_PF] + NR - 1), _MM_HINT_T0);
+		}
+		__m512 b0 = _mm512_loadu_ps(br), b1 = _mm512_loadu_ps(br + 16), x;
+#define ROW(i, r0, r1)                                   \
+		x = _mm512_set1_ps(ap[i]);               \
+		r0 = _mm512_fmadd_ps(x, b0, r0);         \
+		r1 = _mm512_fmadd_ps(x, b1, r1);
+		ROW(0, c00, c01) ROW(1, c10, c11) ROW(2, c20, c21) ROW(3, c30, c31)
+		ROW(4, c40, c41) ROW(5, c50, c51) ROW(6, c60, c61) ROW(7, c70, c71)
+#undef ROW
+	}
+#define OUT(i, r0, r1)                                           \
+	_mm512_storeu_ps(t + (i) * NR, r0);                      \
+	_mm512_storeu_ps(t + (i) * NR + 16, r1);
+	OUT(0, c00, c01) OUT(1, c10, c11) OUT(2, c20, c21) OUT(3, c30, c31)
+	OUT(4, c40, c41) OUT(5, c50, c51) OUT(6, c60, c61) OUT(7, c70, c71)
+#undef OUT
+}
+
+/* rows [0, mr) of tile t plus bias, clamped, stored through the runs */
+AVX512 static void tile_store_segs(float *t, int64_t mr, const DSeg *seg, int64_t ns, float *c, int64_t ldc,
+				   const float *rb, const float *cl)
+{
+	__m512 lo = _mm512_set1_ps(cl ? cl[0] : 0), hi = _mm512_set1_ps(cl ? cl[1] : 0);
+	for (int64_t i = 0; i < mr; i++) {
+		float *tr = t + i * NR, *cr = c + i * ldc;
+		__m512 v0 = _mm512_loadu_ps(tr), v1 = _mm512_loadu_ps(tr + 16);
+		if (rb) {
+			v0 = _mm512_add_ps(v0, _mm512_set1_ps(rb[i]));
+			v1 = _mm512_add_ps(v1, _mm512_set1_ps(rb[i]));
+		}
+		if (cl) {   /* as tile_store: v on equality and NaN */
+			v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
+			v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
+		}
+		if (ns == 1 && seg[0].len == NR) {
+			_mm512_storeu_ps(cr + seg[0].dst, v0);
+			_mm512_storeu_ps(cr + seg[0].dst + 16, v1);
+			continue;
+		}
+		_mm512_storeu_ps(tr, v0);
+		_mm512_storeu_ps(tr + 16, v1);
+		for (int64_t s = 0; s < ns; s++)
+			copy_short(cr + seg[s].dst, tr + seg[s].at, seg[s].len);
+	}
+}
+
+/* panels per group of direct_cols: the group's rows of b (k x NR floats
+ * each) stay within about half of an L2 cache, while each strip of a is
+ * read once per group rather than once per panel (magika's 2.6 MB of
+ * packed weights did not fit L2) */
+#define DIRECT_GROUP_MAX 8
+#define DIRECT_GROUP_BYTES (512 * 1024)
+
+/* panels [plo, phi) of a Direct product: per group of panels, per strip
+ * of a, per block of k, the tile of each panel (its sums carried in tt
+ * from block to block: one chain per element) */
+AVX512 static void direct_cols(void *arg, int64_t plo, int64_t phi)
+{
+	const Direct *g = arg;
+	const FgemmA *pa = g->pa;
+	float tt[DIRECT_GROUP_MAX][MR * NR] __attribute__((aligned(64)));
+	DSeg seg[DIRECT_GROUP_MAX][NR];
+	int64_t ns[DIRECT_GROUP_MAX];
+	int64_t pg = DIRECT_GROUP_BYTES / (pa->k * NR * (int64_t)sizeof(float));
+	pg = pg < 1 ? 1 : pg > DIRECT_GROUP_MAX ? DIRECT_GROUP_MAX : pg;
+	for (int64_t g0 = plo; g0 < phi; g0 += pg) {
+		int64_t gn = phi - g0 < pg ? phi - g0 : pg;
+		for (int64_t q = 0; q < gn; q++) {
+			int64_t j0 = (g0 + q) * NR, nr = g->map->n - j0 < NR ? g->map->n - j0 : NR;
+			ns[q] = direct_segs(g->map, j0, nr, seg[q]);
+		}
+		for (int64_t ir = 0; ir < pa->m; ir += pa->mr) {
+			int64_t mr = pa->m - ir < pa->mr ? pa->m - ir : pa->mr;
+			for (int64_t k0 = 0; k0 < pa->k; k0 += KC) {
+				int64_t kc = pa->k - k0 < KC ? pa->k - k0 : KC;
+				const float *ap = pa->p + pa->mpad * k0 + ir * kc;
+				for (int64_t q = 0; q < gn; q++) {
+					const float *bq = g->b + (g0 + q) * NR;
+					if (ns[q] == 0)
+						continue;
+					if (pa->mr == MR8)
+						kernel_offs8(kc, ap, bq, g->off + k0, tt[q], k0 > 0);
+					else
+						kernel_offs(kc, ap, bq, g->off + k0, tt[q], k0 > 0);
+				}
+			}
+			for (int64_t q = 0; q < gn; q++)
+				if (ns[q])
+					tile_store_segs(tt[q], mr, seg[q], ns[q], g->c + ir * g->ldc, g->ldc,
+							g->bias ? g->bias + ir : NULL, g->clamp);
+		}
+	}
+}
+
+void fgemm_packed_direct(const FgemmA *a, const float *b, const int64_t *off, const FgemmMap *map,
+			 const float *bias, const float *clamp, float *c, int64_t ldc, int threads)
+{
+	Direct g = {a, b, off, map, bias, clamp, c, ldc};
+	int64_t panels = (map->n + NR - 1) / NR;
+	if (threads > 1 && 2 * a->m * map->n * a->k < (int64_t)threads * 4000000)
+		threads = 1;
+	nn_parallel(threads, panels, direct_cols, &g);
+}
+#else
+void fgemm_packed_direct(const FgemmA *a, const float *b, const int64_t *off, const FgemmMap *map,
+			 const float *bias, const float *clamp, float *c, int64_t ldc, int threads)
+{
+	/* portable: fgemm_available() is 0 here, so this only keeps the file
+	 * complete; one chain per element like the AVX-512 version */
+	(void)threads;
+	DSeg seg[NR];
+	for (int64_t j0 = 0; j0 < map->n; j0 += NR) {
+		int64_t nr = map->n - j0 < NR ? map->n - j0 : NR, ns = direct_segs(map, j0, nr, seg);
+		for (int64_t s = 0; s < ns; s++)
+			for (int64_t i = 0; i < a->m; i++)
+				for (int64_t j = 0; j < seg[s].len; j++) {
+					float acc = 0.0f;
+					for (int64_t kk = 0; kk < a->k; kk++) {
+						int64_t kb = kk / KC * KC, kc = a->k - kb < KC ? a->k - kb : KC;
+						acc += a->p[a->mpad * kb + i / a->mr * a->mr * kc + (kk - kb) * a->mr +
+							    i % a->mr] *
+						       b[off[kk] + j0 + seg[s].at + j];
+					}
+					float v = acc + (bias ? bias[i] : 0.0f);
+					if (clamp)
+						v = v < clamp[0] ? clamp[0] : v > clamp[1] ? clamp[1] : v;
+					c[i * ldc + seg[s].dst + j] = v;
+				}
+	}
+}
+#endif

@@ -24,6 +24,7 @@ void fgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const f
 /* a packed once, for several products with the same left operand */
 typedef struct FgemmA {
 	int64_t m, k, mpad;
+	int64_t mr;               /* rows per packed strip */
 	float *p;
 } FgemmA;
 
@@ -50,6 +51,19 @@ typedef void (*FgemmFill)(void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_t
 void fgemm_packed_fill(const FgemmA *a, int64_t n, FgemmFill fill, void *ctx, const float *bias,
 		       const float *clamp, float *c, int64_t ldc, int threads, float *buf);
 size_t fgemm_buf_floats(void);
+
+/* The right operand read in place: row kk of b is b + off[kk] (a padded,
+ * phase-split input image: a direct convolution), its n columns the
+ * positions p = (d * hq + h) * wq + w of an output grid of which only
+ * w < ow, h < oh are kept, stored to c column (d * oh + h) * ow + w. Reads
+ * run up to off[kk] + n rounded up to FGEMM_NR. */
+typedef struct FgemmMap {
+	int64_t n, hq, wq, oh, ow;
+} FgemmMap;
+/* c = a * b + bias[m] (bias may be NULL), clamped as fgemm_packed_fill
+ * does; each sum over k runs in one fixed order whatever threads is */
+void fgemm_packed_direct(const FgemmA *a, const float *b, const int64_t *off, const FgemmMap *map,
+			 const float *bias, const float *clamp, float *c, int64_t ldc, int threads);
 
 /* b packed once, for several products with the same right operand */
 typedef struct FgemmB {

@@ -27,6 +27,7 @@
 #include "buildlog.h"
 #include "cache.h"
 #include "hash.h"
+#include "onnx/extdata.h"
 #include "stages/stage.h"
 #include "statcache.h"
 #include "util.h"
@@ -593,6 +594,9 @@ static _Noreturn void child_main(Build *b, Action *a)
 		.log = stderr,
 		.threads = action_threads(b),
 	};
+	/* the inputs are links to immutable objects: a stage that keeps a
+	 * data file as it is may link it into its output too */
+	ext_allow_links(1);
 	if (a->stage->run(&ctx) < 0) {
 		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
 		keep_failed(b, a, outdir);

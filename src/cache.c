@@ -26,8 +26,19 @@
 
 #include "util.h"
 
+/* an object this process hard-linked out after verifying it (cache_fetch):
+ * a file with the same inode and size holds exactly its bytes */
+typedef struct Linked {
+	dev_t dev;
+	ino_t ino;
+	int64_t size;
+	Hash h;
+} Linked;
+
 struct Cache {
 	char *dir;
+	Linked *linked;
+	size_t nlinked;
 };
 
 static char *sub(const Cache *c, const char *kind, Hash h)
@@ -71,6 +82,7 @@ void cache_close(Cache *c)
 	if (!c)
 		return;
 	free(c->dir);
+	free(c->linked);
 	free(c);
 }
 
@@ -99,8 +111,9 @@ static int write_all(int fd, const char *p, size_t n)
 }
 
 /* Copy src to a fresh temp file in dstdir_tmp while hashing; returns the
- * temp path (malloc'd) or NULL. */
-static char *copy_hashing(const char *src, const char *tmpl, Hash *h, int64_t *size)
+ * temp path (malloc'd) or NULL. sync: fsync before returning (objects of
+ * the store; not copies out of it, which the next build re-verifies) */
+static char *copy_hashing(const char *src, const char *tmpl, Hash *h, int64_t *size, int sync)
 {
 	enum { BUFSZ = 1 << 20 };
 	int in = open(src, O_RDONLY | O_CLOEXEC);
@@ -140,7 +153,7 @@ static char *copy_hashing(const char *src, const char *tmpl, Hash *h, int64_t *s
 		}
 		total += n;
 	}
-	if (ok && (fsync(out) < 0 || close(out) < 0)) {
+	if (ok && ((sync && fsync(out) < 0) || close(out) < 0)) {
 		error("cannot write '%s':", tmp);
 		ok = 0;
 	} else if (!ok) {
@@ -164,7 +177,7 @@ static char *copy_hashing(const char *src, const char *tmpl, Hash *h, int64_t *s
 int cache_put_file(Cache *c, const char *path, Hash *h, int64_t *size)
 {
 	char *tmpl = xasprintf("%s/tmp/obj.XXXXXX", c->dir);
-	char *tmp = copy_hashing(path, tmpl, h, size);
+	char *tmp = copy_hashing(path, tmpl, h, size, 1);
 	free(tmpl);
 	if (!tmp)
 		return -1;
@@ -183,12 +196,27 @@ int cache_put_file(Cache *c, const char *path, Hash *h, int64_t *size)
 	return r;
 }
 
+/* the hash of a file that is a verified object linked by this process */
+static const Linked *linked_find(const Cache *c, const struct stat *st)
+{
+	for (size_t i = 0; i < c->nlinked; i++)
+		if (c->linked[i].dev == st->st_dev && c->linked[i].ino == st->st_ino &&
+		    c->linked[i].size == st->st_size)
+			return &c->linked[i];
+	return NULL;
+}
+
 int cache_put_move(Cache *c, const char *path, Hash *h, int64_t *size)
 {
 	struct stat st;
 	if (stat(path, &st) < 0)
 		return error("cannot stat '%s':", path);
-	if (hash_file(path, h) < 0)
+	/* a stage that kept its input's file (a hard link to the object,
+	 * see ext_allow_links) stores nothing new: its hash is known */
+	const Linked *k = linked_find(c, &st);
+	if (k)
+		*h = k->h;
+	else if (hash_file(path, h) < 0)
 		return -1;
 	*size = st.st_size;
 	char *dst = cache_object_path(c, *h);
@@ -203,6 +231,59 @@ int cache_put_move(Cache *c, const char *path, Hash *h, int64_t *size)
 	return r;
 }
 
+static int corrupt(const char *obj, Hash h)
+{
+	char hex[HASH_HEX_LEN];
+	unlink(obj);
+	error("corrupt cache object %s (content does not match its name): removed", hash_hex(h, hex));
+	return -2;
+}
+
+/* Read-only fetch: dst becomes a hard link to the object, whose bytes are
+ * hashed (read, not copied) to verify them. 1 when the file system refuses
+ * the link (the caller copies instead). */
+static int fetch_link(Cache *c, const char *obj, Hash h, const char *dst)
+{
+	char *tmp = xasprintf("%s.tmp.XXXXXX", dst);
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		error("cannot create '%s':", tmp);
+		free(tmp);
+		return -1;
+	}
+	close(fd);
+	unlink(tmp);
+	if (link(obj, tmp) < 0) {
+		free(tmp);
+		return 1;
+	}
+	int r = 0;
+	struct stat st;
+	Hash got;
+	fd = open(tmp, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0)
+		r = error("cannot read cache object '%s':", obj);
+	if (r == 0) {
+		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		r = hash_fd(fd, obj, &got);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (r == 0 && !hash_eq(got, h))
+		r = corrupt(obj, h);
+	if (r == 0 && rename(tmp, dst) < 0)
+		r = error("cannot write '%s':", dst);
+	if (r < 0) {
+		unlink(tmp);
+		free(tmp);
+		return r;
+	}
+	free(tmp);
+	c->linked = xreallocarray(c->linked, c->nlinked + 1, sizeof *c->linked);
+	c->linked[c->nlinked++] = (Linked){.dev = st.st_dev, .ino = st.st_ino, .size = st.st_size, .h = h};
+	return 0;
+}
+
 int cache_fetch(Cache *c, Hash h, const char *dst, unsigned mode)
 {
 	char *obj = cache_object_path(c, h);
@@ -212,23 +293,32 @@ int cache_fetch(Cache *c, Hash h, const char *dst, unsigned mode)
 		free(obj);
 		return -2;
 	}
+	if (mode == 0444) {
+		int lr = fetch_link(c, obj, h, dst);
+		if (lr != 1) {
+			free(obj);
+			return lr;
+		}
+	}
 	char *tmpl = xasprintf("%s.tmp.XXXXXX", dst);
 	Hash got;
 	int64_t size;
-	char *tmp = copy_hashing(obj, tmpl, &got, &size);
+	/* No fsync: a copy in build/ is renamed into place only when complete,
+	 * so no process ever sees it half-written; after a system crash the
+	 * next build finds it changed (stat cache, then its hash) and copies
+	 * it again. Waiting for the disk here cost 30 s per 4 GiB. */
+	char *tmp = copy_hashing(obj, tmpl, &got, &size, 0);
 	free(tmpl);
 	if (!tmp) {
 		free(obj);
 		return -1;
 	}
 	if (!hash_eq(got, h)) {
-		char hex[HASH_HEX_LEN];
 		unlink(tmp);
 		free(tmp);
-		unlink(obj);
-		error("corrupt cache object %s (content does not match its name): removed", hash_hex(h, hex));
+		int r = corrupt(obj, h);
 		free(obj);
-		return -2;
+		return r;
 	}
 	free(obj);
 	int r = 0;

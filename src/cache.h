@@ -46,10 +46,17 @@ const char *cache_dir(const Cache *c);
 /* store a file's bytes; sets its hash and size. Atomic and idempotent. */
 int cache_put_file(Cache *c, const char *path, Hash *h, int64_t *size);
 /* store a file by renaming it into the store (it must be on the cache's
- * file system and is gone afterwards, or left if the object existed) */
+ * file system and is gone afterwards, or left if the object existed); a
+ * file linked by cache_fetch is not hashed again */
 int cache_put_move(Cache *c, const char *path, Hash *h, int64_t *size);
 /* copy object h to dst atomically, verifying its hash on the way; a
- * corrupt object is deleted and -2 returned, as for a missing one (error() says which) */
+ * corrupt object is deleted and -2 returned, as for a missing one (error()
+ * says which). With mode 0444 (a stage's inputs, never written) dst is a
+ * hard link to the object instead when the file system allows, verified
+ * by reading it; cache_put_move of a file that is still that link then
+ * knows its hash without reading it again. Anything a user may edit
+ * (build/) must be fetched writable, as a copy, so the store is never
+ * changed through it. */
 int cache_fetch(Cache *c, Hash h, const char *dst, unsigned mode);
 /* path of object h (malloc'd) */
 char *cache_object_path(const Cache *c, Hash h);

@@ -161,6 +161,125 @@ void ext_free(ExtMap *list)
 	}
 }
 
+static int allow_links;
+
+void ext_allow_links(int on)
+{
+	allow_links = on;
+}
+
+int ext_linkable(int fd)
+{
+	struct stat st;
+	return allow_links && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && !(st.st_mode & 0222);
+}
+
+int ext_copy_range(int in, const char *inpath, uint64_t inoff, int out, const char *outpath,
+		   uint64_t outoff, uint64_t n)
+{
+	int kernel = 1;
+	char *buf = NULL;
+	while (n > 0) {
+		size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
+		ssize_t w;
+		if (kernel) {
+			loff_t io = (loff_t)inoff, oo = (loff_t)outoff;
+			w = copy_file_range(in, &io, out, &oo, chunk, 0);
+			if (w < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
+				      errno == EOPNOTSUPP)) {
+				kernel = 0;
+				continue;
+			}
+			if (w == 0) {
+				free(buf);
+				errno = EIO;
+				return error("cannot read '%s': file ends early", inpath);
+			}
+		} else {
+			if (!buf)
+				buf = xmalloc(1 << 20);
+			if (chunk > (1u << 20))
+				chunk = 1u << 20;
+			w = pread(in, buf, chunk, (off_t)inoff);
+			if (w == 0) {
+				free(buf);
+				return error("cannot read '%s': file ends early", inpath);
+			}
+			if (w > 0) {
+				const char *p = buf;
+				for (ssize_t left = w; left > 0;) {
+					ssize_t k = pwrite(out, p, (size_t)left, (off_t)(outoff + (uint64_t)(p - buf)));
+					if (k < 0 && errno == EINTR)
+						continue;
+					if (k <= 0) {
+						free(buf);
+						return error("cannot write '%s':", outpath);
+					}
+					p += k;
+					left -= k;
+				}
+			}
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			free(buf);
+			return error("cannot copy '%s' to '%s':", inpath, outpath);
+		}
+		inoff += (uint64_t)w;
+		outoff += (uint64_t)w;
+		n -= (uint64_t)w;
+	}
+	free(buf);
+	return 0;
+}
+
+int ext_copy_file(const char *src, const char *dst)
+{
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return error("cannot open '%s':", src);
+	struct stat st;
+	if (fstat(in, &st) < 0) {
+		close(in);
+		return error("cannot stat '%s':", src);
+	}
+	OutFile f = {.fd = -1};
+	int r = ext_linkable(in) ? outfile_link(&f, dst, src) : 1;
+	if (r == 1) {
+		r = outfile_open(&f, dst);
+		if (r == 0)
+			r = ext_copy_range(in, src, 0, f.fd, dst, 0, (uint64_t)st.st_size);
+	}
+	close(in);
+	if (r == 0)
+		return outfile_commit(&f);
+	outfile_abort(&f);
+	return -1;
+}
+
+int outfile_link(OutFile *f, const char *path, const char *src)
+{
+	/* reserve a unique name, then put the link in its place */
+	if (outfile_open(f, path) < 0)
+		return -1;
+	close(f->fd);
+	f->fd = -1;
+	unlink(f->tmp);
+	if (link(src, f->tmp) < 0) {
+		int e = errno;
+		free(f->tmp);
+		free(f->path);
+		f->tmp = f->path = NULL;
+		if (e == EXDEV || e == EPERM || e == EMLINK || e == EEXIST || e == ENOTSUP)
+			return 1;
+		errno = e;
+		return error("cannot link '%s' to '%s':", src, path);
+	}
+	f->linked = 1;
+	return 0;
+}
+
 int outfile_open(OutFile *f, const char *path)
 {
 	f->path = xstrdup(path);
@@ -219,6 +338,19 @@ int outfile_write(OutFile *f, const void *p, size_t n)
 
 int outfile_commit(OutFile *f)
 {
+	if (f->linked) {
+		/* the linked file is complete already: publish it under its name */
+		if (rename(f->tmp, f->path) < 0) {
+			error("cannot rename '%s' to '%s':", f->tmp, f->path);
+			outfile_abort(f);
+			return -1;
+		}
+		free(f->tmp);
+		free(f->path);
+		f->tmp = f->path = NULL;
+		f->linked = 0;
+		return 0;
+	}
 	if (fchmod(f->fd, 0644) < 0 || fsync(f->fd) < 0) {
 		error("cannot write '%s':", f->path);
 		outfile_abort(f);
@@ -252,4 +384,5 @@ void outfile_abort(OutFile *f)
 	free(f->tmp);
 	free(f->path);
 	f->tmp = f->path = NULL;
+	f->linked = 0;
 }

@@ -34,13 +34,36 @@ int ext_map(ExtMap **list, const char *dir, const char *loc, const uint8_t **bas
 /* unmap and free every entry */
 void ext_free(ExtMap *list);
 
+/* Hard links instead of copies, for processes whose inputs are immutable
+ * store objects (a build's stage child, src/build.c): while on, a data
+ * file that is read-only (no write bit) and unchanged by a save is linked
+ * to its new place rather than copied. Off by default, so a user's own
+ * files are never shared with what quantmake writes. */
+void ext_allow_links(int on);
+/* whether ext_allow_links is on and the file open as fd may be linked */
+int ext_linkable(int fd);
+
+/* copy n bytes of in (named inpath, for errors) from inoff to out at
+ * outoff, in the kernel (copy_file_range) when it can, else by read/write */
+int ext_copy_range(int in, const char *inpath, uint64_t inoff, int out, const char *outpath,
+		   uint64_t outoff, uint64_t n);
+/* DST atomically becomes a copy of SRC (or a hard link, see
+ * ext_allow_links), mode 0644 for a copy */
+int ext_copy_file(const char *src, const char *dst);
+
 /* A file written under a temporary name beside its path and renamed over it
  * on commit; abort (or a failed commit) removes the temporary file.
  * Initialize with OutFile f = {.fd = -1} so abort is safe before open. */
 typedef struct OutFile {
 	char *path, *tmp;
 	int fd;
+	int linked;   /* tmp is a hard link to an existing file (outfile_link) */
 } OutFile;
+
+/* make the temporary file a hard link to src instead of a new file, so the
+ * commit publishes src's inode under path; 1 (f left closed) when the file
+ * system refuses the link, so the caller copies instead */
+int outfile_link(OutFile *f, const char *path, const char *src);
 
 /* create PATH.tmp.XXXXXX; on failure f is left closed */
 int outfile_open(OutFile *f, const char *path);

@@ -81,8 +81,10 @@ size_t dtype_nbytes(int dt, int64_t n)
 	return (size_t)n * (size_t)(bits / 8);
 }
 
-/* The encoding as loaded, for models protobuf-c would re-encode differently;
- * canon is the hash of protobuf-c's encoding of the model as loaded. */
+/* The model as loaded: canon is the hash of protobuf-c's encoding of it
+ * (so a save can tell whether the model changed since); data is the
+ * encoding as loaded, kept only for models protobuf-c would re-encode
+ * differently (NULL otherwise). */
 struct ModelOrig {
 	const uint8_t *data;
 	size_t len;
@@ -134,7 +136,7 @@ static void orig_free(struct ModelOrig *o)
 		return;
 	if (o->map)
 		munmap(o->map, o->len);
-	else
+	else if (o->data)
 		free((void *)o->data);
 	free(o);
 }
@@ -142,10 +144,20 @@ static void orig_free(struct ModelOrig *o)
 /* the original bytes if the model still encodes as it did when loaded */
 static const struct ModelOrig *orig_valid(const Model *m)
 {
-	if (!m->orig)
+	if (!m->orig || !m->orig->data)
 		return NULL;
 	XXH128_hash_t h = canon_hash(m->proto, NULL, 0, NULL);
 	return XXH128_isEqual(h, m->orig->canon) ? m->orig : NULL;
+}
+
+/* 1 when m still encodes as it did when loaded (0 for a model built in
+ * memory) */
+static int unchanged(const Model *m)
+{
+	if (!m->orig)
+		return 0;
+	XXH128_hash_t h = canon_hash(m->proto, NULL, 0, NULL);
+	return XXH128_isEqual(h, m->orig->canon);
 }
 
 /* Unpack and check; map (when not NULL) is data's mapping, which the model
@@ -176,14 +188,15 @@ static int parse(const void *data, size_t len, void *map, const char *dir, Model
 	int same;
 	XXH128_hash_t h = canon_hash(p, data, len, &same);
 	*out = model_wrap(p, dir);
+	struct ModelOrig *o = xcalloc(1, sizeof *o);
+	o->canon = h;
+	(*out)->orig = o;
 	if (same) {
 		if (map)
 			munmap(map, len);
 		return 0;
 	}
-	struct ModelOrig *o = xcalloc(1, sizeof *o);
 	o->len = len;
-	o->canon = h;
 	if (map) {
 		o->map = map;
 		o->data = map;
@@ -192,7 +205,6 @@ static int parse(const void *data, size_t len, void *map, const char *dir, Model
 		memcpy(copy, data, len);
 		o->data = copy;
 	}
-	(*out)->orig = o;
 	return 0;
 }
 
@@ -497,6 +509,15 @@ static OutFile *outset_get(OutSet *s, const char *dir, const char *loc)
 	return &s->f[s->n++];
 }
 
+/* take f (committed with the others) as the output for loc */
+static void outset_add(OutSet *s, const char *loc, OutFile *f)
+{
+	s->loc = xreallocarray(s->loc, s->n + 1, sizeof *s->loc);
+	s->f = xreallocarray(s->f, s->n + 1, sizeof *s->f);
+	s->loc[s->n] = xstrdup(loc);
+	s->f[s->n++] = *f;
+}
+
 static void outset_free(OutSet *s, int abort)
 {
 	for (size_t i = 0; i < s->n; i++) {
@@ -539,6 +560,211 @@ static int64_t ext_eligible(const Onnx__TensorProto *t)
 
 enum { SAVE_KEEP, SAVE_INLINE, SAVE_EXTERNAL };
 
+/* source data files opened for copying, by location */
+typedef struct SrcSet {
+	char **loc, **path;
+	int *fd;
+	size_t n;
+} SrcSet;
+
+static int srcset_fd(SrcSet *s, const char *dir, const char *loc, const char **path)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (!strcmp(s->loc[i], loc)) {
+			*path = s->path[i];
+			return s->fd[i];
+		}
+	char *p = path_join(dir, loc);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		error("cannot open external data '%s':", p);
+		free(p);
+		return -1;
+	}
+	s->loc = xreallocarray(s->loc, s->n + 1, sizeof *s->loc);
+	s->path = xreallocarray(s->path, s->n + 1, sizeof *s->path);
+	s->fd = xreallocarray(s->fd, s->n + 1, sizeof *s->fd);
+	s->loc[s->n] = xstrdup(loc);
+	s->path[s->n] = p;
+	s->fd[s->n] = fd;
+	*path = p;
+	return s->fd[s->n++];
+}
+
+static void srcset_free(SrcSet *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		close(s->fd[i]);
+		free(s->loc[i]);
+		free(s->path[i]);
+	}
+	free(s->loc);
+	free(s->path);
+	free(s->fd);
+	memset(s, 0, sizeof *s);
+}
+
+/* copy external tensor t's bytes (already checked by model_tensor_bytes)
+ * from its file into f at off; 1 when t has no usable location */
+static int copy_from_source(Model *m, SrcSet *srcs, const Onnx__TensorProto *t, OutFile *f,
+			    uint64_t off)
+{
+	ExtInfo info;
+	if (ext_info(t, &info) < 0 || info.length < 0)
+		return 1;
+	const char *sp;
+	int fd = srcset_fd(srcs, m->dir, info.location, &sp);
+	if (fd < 0)
+		return -1;
+	return ext_copy_range(fd, sp, (uint64_t)info.offset, f->fd, f->path, off, (uint64_t)info.length);
+}
+
+/* one referenced range of a data file, and the tensor that refers to it */
+typedef struct XRange {
+	uint64_t off, len;
+	TRef *r;
+} XRange;
+
+static int cmp_xrange(const void *a, const void *b)
+{
+	const XRange *x = a, *y = b;
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	return x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* Bring one data file of an unchanged-location model to outdir. How is
+ * decided from the model and the file's size alone, so the result is the
+ * same on every machine:
+ *  - the tensors cover the file but for alignment gaps (under 4 KiB each):
+ *    the file as it is, hard-linked when ext_allow_links permits (a stage
+ *    that keeps its input's weights writes nothing), else copied whole;
+ *  - the model changed since it was loaded and more than half of a file
+ *    over 1 MiB is referenced by nothing (quantize replaced most weights):
+ *    the referenced tensors only, packed anew, and the model points at
+ *    their new offsets;
+ *  - otherwise every referenced range at its old offset, gaps as holes, so
+ *    an unchanged model's own bytes stay the same.
+ * Copies go through copy_file_range: the bytes never pass through this
+ * process's memory. */
+static int keep_one(Model *m, TList *l, XRange *v, size_t n, const char *loc, const char *outdir,
+		    OutSet *os, SrcSet *srcs)
+{
+	const char *sp;
+	int fd = srcset_fd(srcs, m->dir, loc, &sp);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return error("cannot stat external data '%s':", sp);
+	uint64_t size = (uint64_t)st.st_size, covered = 0, end = 0, maxgap = 0;
+	qsort(v, n, sizeof *v, cmp_xrange);
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].off > end && v[i].off - end > maxgap)
+			maxgap = v[i].off - end;
+		uint64_t e = v[i].off + v[i].len;
+		if (e > end) {
+			covered += e - (v[i].off > end ? v[i].off : end);
+			end = e;
+		}
+	}
+	if (size > end && size - end > maxgap)
+		maxgap = size - end;
+	if (maxgap < 4096) {
+		char *dst = path_join(outdir, loc);
+		OutFile f = {.fd = -1};
+		int r = ext_linkable(fd) ? outfile_link(&f, dst, sp) : 1;
+		if (r == 1 && (r = outfile_open(&f, dst)) == 0)
+			r = ext_copy_range(fd, sp, 0, f.fd, dst, 0, size);
+		free(dst);
+		if (r < 0) {
+			outfile_abort(&f);
+			return -1;
+		}
+		outset_add(os, loc, &f);
+		return 0;
+	}
+	OutFile *f = outset_get(os, outdir, loc);
+	if (!f)
+		return -1;
+	if (size > (1u << 20) && size - covered > size / 2 && !unchanged(m)) {
+		const char *keep = os->loc[f - os->f];  /* lives until the save ends */
+		/* in model order, so the packing follows the model */
+		uint64_t off = 0;
+		for (size_t i = 0; i < l->n; i++) {
+			TRef *r = &l->v[i];
+			XRange *x = NULL;
+			for (size_t j = 0; j < n && !x; j++)
+				if (v[j].r == r)
+					x = &v[j];
+			if (!x)
+				continue;
+			off = align_up(off, x->len);
+			if (ext_copy_range(fd, sp, x->off, f->fd, f->path, off, x->len) < 0)
+				return -1;
+			swap_external(r, keep, off, x->len);
+			off += x->len;
+		}
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (ext_copy_range(fd, sp, v[i].off, f->fd, f->path, v[i].off, v[i].len) < 0)
+			return -1;
+	return 0;
+}
+
+/* write the data files of a model saved unchanged into another directory */
+static int keep_external(Model *m, TList *l, const char *outdir, OutSet *os, SrcSet *srcs)
+{
+	XRange *v = xcalloc(l->n + 1, sizeof *v);
+	const char **locs = xcalloc(l->n + 1, sizeof *locs);
+	size_t nloc = 0;
+	int ret = -1;
+	for (size_t i = 0; i < l->n; i++) {
+		const Onnx__TensorProto *t = l->v[i].t;
+		if (!is_external(t))
+			continue;
+		ExtInfo info;
+		const void *data;
+		size_t len;
+		int owned;
+		/* checks the location, the length against the dims and the
+		 * range against the file (mapped, not read) */
+		if (ext_info(t, &info) < 0 || model_tensor_bytes(m, t, &data, &len, &owned) < 0)
+			goto out;
+		size_t k = 0;
+		while (k < nloc && strcmp(locs[k], info.location))
+			k++;
+		if (k == nloc)
+			locs[nloc++] = info.location;
+	}
+	for (size_t k = 0; k < nloc; k++) {
+		size_t n = 0;
+		for (size_t i = 0; i < l->n; i++) {
+			ExtInfo info;
+			if (!is_external(l->v[i].t) || ext_info(l->v[i].t, &info) < 0 ||
+			    strcmp(info.location, locs[k]))
+				continue;
+			v[n].off = (uint64_t)info.offset;
+			v[n].len = dtype_nbytes(l->v[i].t->data_type, tensor_proto_numel(l->v[i].t));
+			v[n].r = &l->v[i];
+			n++;
+		}
+		/* locs[k] is borrowed from a tensor that keep_one may swap */
+		char *loc = xstrdup(locs[k]);
+		int r = keep_one(m, l, v, n, loc, outdir, os, srcs);
+		free(loc);
+		if (r < 0)
+			goto out;
+	}
+	ret = 0;
+out:
+	free(v);
+	free(locs);
+	return ret;
+}
+
+
 uint64_t model_external_bytes(const Model *m)
 {
 	TList l = {0};
@@ -574,6 +800,7 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 	char *extname = NULL;
 	TList l = {0};
 	OutSet os = {0};
+	SrcSet srcs = {0};
 	OutFile mf = {.fd = -1};
 	int ret = -1;
 
@@ -596,7 +823,10 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 		}
 	}
 	collect_model(&l, m->proto);
-	int copy_ext = mode == SAVE_KEEP && !same_dir(outdir, m->dir);
+	if (mode == SAVE_KEEP && !same_dir(outdir, m->dir) && keep_external(m, &l, outdir, &os, &srcs) < 0) {
+		error_prefix("cannot save '%s'", path);
+		goto out;
+	}
 	uint64_t extoff = 0;
 	OutFile *xf = NULL;
 	for (size_t i = 0; i < l.n; i++) {
@@ -606,22 +836,8 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 		const void *data;
 		size_t len;
 		int owned;
-		if (mode == SAVE_KEEP) {
-			if (!ext || !copy_ext)
-				continue;
-			ExtInfo info;
-			if (ext_info(t, &info) < 0 ||
-			    model_tensor_bytes(m, t, &data, &len, &owned) < 0) {
-				error_prefix("cannot save '%s'", path);
-				goto out;
-			}
-			if (owned)
-				r->owned = (void *)data;
-			OutFile *f = outset_get(&os, outdir, info.location);
-			if (!f || outfile_pwrite(f, data, len, (uint64_t)info.offset) < 0)
-				goto out;
+		if (mode == SAVE_KEEP)
 			continue;
-		}
 		int64_t nb = ext_eligible(t);
 		int out_ext = mode == SAVE_EXTERNAL && nb >= 0 &&
 			      (uint64_t)nb >= (uint64_t)opts->external_threshold &&
@@ -641,8 +857,13 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 		if (!xf && !(xf = outset_get(&os, outdir, extname)))
 			goto out;
 		extoff = align_up(extoff, len);
-		if (outfile_pwrite(xf, data, len, extoff) < 0)
+		/* bytes already in a file are copied by the kernel, without
+		 * faulting them into this process through the mapping */
+		int cr = ext ? copy_from_source(m, &srcs, t, xf, extoff) : 1;
+		if (cr < 0 || (cr == 1 && outfile_pwrite(xf, data, len, extoff) < 0)) {
+			error_prefix("cannot save '%s'", path);
 			goto out;
+		}
 		swap_external(r, extname, extoff, len);
 		extoff += len;
 		free(r->owned);
@@ -673,6 +894,7 @@ out:
 	free(l.v);
 	outfile_abort(&mf);
 	outset_free(&os, 1);
+	srcset_free(&srcs);
 	free(extname);
 	free(outdir);
 	return ret;

@@ -66,7 +66,12 @@ typedef struct SaveOpts {
 } SaveOpts;
 /* Serialize to PATH atomically (temp + rename). External data referenced by
  * the model is rewritten beside PATH when opts asks for it, or when it was
- * external in the source and PATH is in another directory. opts may be NULL.
+ * external in the source and PATH is in another directory: then a data file
+ * the model still covers is copied whole (hard-linked when
+ * ext_allow_links permits), one a changed model uses less than half of is
+ * packed anew, else its referenced ranges keep their offsets; bytes are
+ * copied file to file (copy_file_range), not through memory. opts may be
+ * NULL.
  * An unchanged model is written byte for byte as it was loaded. A result over
  * protobuf's 2 GiB limit is refused with inline_all; otherwise (opts NULL or
  * keeping) its tensors of 1 KiB and more go to PATH.data. m is left as

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "onnx/extdata.h"
 #include "onnx/model.h"
 #include "rules/rules.h"
 #include "stages/stage.h"
@@ -101,10 +102,15 @@ static int declared_inputs(const Section *sec, const char *root, PtrVec *files)
 
 /* Copy model src to dst together with the external data files it
  * references (same relative names beside dst). Adds the external files to
- * deps as root-relative paths when rel_dir is not NULL. */
+ * deps as root-relative paths when rel_dir is not NULL. Data files are
+ * copied in the kernel (copy_file_range); another model's output (a store
+ * object, read-only) is hard-linked, but a project's own file never is:
+ * the store must not change when the user edits it. */
 static int copy_model(const char *src, const char *dst, const char *rel_dir, PtrVec *deps)
 {
 	Model *m;
+	if (rel_dir)
+		ext_allow_links(0);
 	if (model_load(src, &m) < 0)
 		return -1;
 	int r = copy_file_atomic(src, dst, 0644);
@@ -133,7 +139,7 @@ static int copy_model(const char *src, const char *dst, const char *rel_dir, Ptr
 			char *todir = path_dir(to);
 			r = mkdirs(todir);
 			if (r == 0)
-				r = copy_file_atomic(from, to, 0644);
+				r = ext_copy_file(from, to);
 			if (r == 0 && rel_dir && deps)
 				pv_push(deps, path_join(rel_dir, loc));
 			free(from);

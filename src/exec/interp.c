@@ -43,6 +43,7 @@
 #include <cblas.h>
 
 #include "exec/dataio.h"
+#include "exec/inline.h"
 #include "onnx/node.h"
 #include "util.h"
 
@@ -127,6 +128,7 @@ typedef struct Block {
 
 struct Interp {
 	Model *m;
+	Inlined *inl;             /* the graph with model-local functions expanded */
 	InterpOpts o;
 	Plan *main;
 	PtrVec plans;             /* every plan, for run_subgraph lookups */
@@ -428,7 +430,7 @@ static int find_def(Interp *ip, const Onnx__NodeProto *n, Step *st)
 	char lb[256];
 	const char *dom = n->domain ? n->domain : "";
 	const char *op = n->op_type ? n->op_type : "";
-	int64_t opset = model_opset(ip->m->proto, dom);
+	int64_t opset = inlined_opset(ip->inl, ip->m->proto, n, dom);
 	if (opset <= 0)
 		return error("node '%s' (%s): the model imports no opset for domain '%s'",
 			     node_label(n, lb, sizeof lb), op, dom);
@@ -1015,7 +1017,9 @@ Interp *interp_new(Model *m, const InterpOpts *o)
 		ip->o = *o;
 	if (ip->o.threads <= 0)
 		ip->o.threads = 1;
-	if (plan_graph(ip, m->proto->graph, NULL, &ip->main) < 0)
+	if (inline_functions(m->proto, &ip->inl) < 0)
+		goto fail;
+	if (plan_graph(ip, ip->inl ? inlined_graph(ip->inl) : m->proto->graph, NULL, &ip->main) < 0)
 		goto fail;
 	if (!ip->o.check_only && load_consts(ip) < 0)
 		goto fail;
@@ -1055,6 +1059,7 @@ void interp_free(Interp *ip)
 		free(ip->pool[i].p);
 	free(ip->pool);
 	free(ip->real_inputs);
+	inlined_free(ip->inl);
 	free(ip);
 }
 

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/inline.h"
+#include "infer/infer.h"
 #include "onnx/node.h"
 #include "quant/internal.h"
 
@@ -320,8 +322,73 @@ static void hoist_constants(Onnx__GraphProto *g)
 	g->n_node = w;
 }
 
+/* 1 when every opset function f imports is the model's (or one the model
+ * does not import, which is then added to the model's imports) */
+static int same_opsets(Onnx__ModelProto *mp, const Onnx__FunctionProto *f, int add)
+{
+	for (size_t i = 0; i < f->n_opset_import; i++) {
+		const Onnx__OperatorSetIdProto *op = f->opset_import[i];
+		const char *d = op->domain && strcmp(op->domain, "ai.onnx") ? op->domain : "";
+		int64_t v = model_opset(mp, d);
+		if (v > 0 && v != op->version)
+			return 0;
+		if (v <= 0 && add) {
+			Onnx__OperatorSetIdProto *n = xmalloc(sizeof *n);
+			onnx__operator_set_id_proto__init(n);
+			n->domain = xstrdup(d);
+			n->has_version = 1;
+			n->version = op->version;
+			mp->opset_import = xreallocarray(mp->opset_import, mp->n_opset_import + 1,
+							 sizeof *mp->opset_import);
+			mp->opset_import[mp->n_opset_import++] = n;
+		}
+	}
+	return 1;
+}
+
+/* see quantize.h */
+int quant_expand_functions(Model *m)
+{
+	Onnx__ModelProto *mp = m->proto;
+	if (!mp->graph || !mp->n_functions)
+		return 0;
+	for (size_t i = 0; i < mp->n_functions; i++)
+		if (!same_opsets(mp, mp->functions[i], 0))
+			return 0;
+	Inlined *in;
+	if (inline_functions(mp, &in) < 0)
+		return error_prefix("expanding model-local functions");
+	if (!in)
+		return 0;
+	/* a deep copy: the expansion borrows the model's protos */
+	const Onnx__GraphProto *g = inlined_graph(in);
+	size_t len = onnx__graph_proto__get_packed_size(g);
+	uint8_t *buf = xmalloc(len ? len : 1);
+	onnx__graph_proto__pack(g, buf);
+	Onnx__GraphProto *ng = onnx__graph_proto__unpack(NULL, len, buf);
+	free(buf);
+	inlined_free(in);
+	if (!ng)
+		return error("expanding model-local functions: the expanded graph does not encode");
+	for (size_t i = 0; i < mp->n_functions; i++)
+		(void)same_opsets(mp, mp->functions[i], 1);
+	onnx__graph_proto__free_unpacked(mp->graph, NULL);
+	mp->graph = ng;
+	for (size_t i = 0; i < mp->n_functions; i++)
+		onnx__function_proto__free_unpacked(mp->functions[i], NULL);
+	free(mp->functions);
+	mp->functions = NULL;
+	mp->n_functions = 0;
+	/* the new tensors need types for the rewrites */
+	if (infer_model(m, NULL, NULL) < 0)
+		return error_prefix("typing the graph after expanding model-local functions");
+	return 1;
+}
+
 int quant_model(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep)
 {
+	if (quant_expand_functions(m) < 0)
+		return -1;
 	if (o->mode != QMODE_FP16 && m->proto->graph && m->proto->ir_version >= 4)
 		hoist_constants(m->proto->graph);
 	switch (o->mode) {

@@ -65,6 +65,18 @@ int quant_dynamic(Model *m, const QuantOpts *o, QuantReport *rep);
 int quant_fp16(Model *m, const QuantOpts *o, QuantReport *rep);
 /* the rewrite o asks for (stats: calibration statistics, static only) */
 int quant_model(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep);
+
+/* Expand the calls of model-local functions into the graph (quant_model()
+ * does this first; calibration too, so that statistics carry the names the
+ * rewrites look for), by the interpreter's own expansion
+ * (src/exec/inline.c): body tensors and nodes are named CALL/name, and the
+ * rewrites reach the layers inside (torch exports can hold every layer in
+ * functions). When a function imports an opset other than the model's, its
+ * nodes would change meaning at the model's opset: the calls stay, and stay
+ * float (preprocess.opset converts such bodies first). The expanded model
+ * has no functions left and is typed again. 1 if expanded, 0 if there was
+ * nothing to expand, -1 after error(). */
+int quant_expand_functions(Model *m);
 void quant_report_free(QuantReport *rep);
 
 #endif

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "quant/calib.h"
+#include "quant/quantize.h"
 #include "rules/rules.h"
 #include "stages/stage.h"
 
@@ -75,16 +76,20 @@ static int run(StageCtx *c)
 	int r = model_load(c->input, &m);
 	CalibStats *s = NULL;
 	if (r == 0) {
-		r = calib_collect(m, (const char *const *)specs.v, specs.n, c->threads, needs_hist(c->sec),
+		/* the model itself passes unchanged (same bytes, one cache object);
+		 * calibration runs on it with its functions expanded as the quantizer
+		 * will expand them, so the statistics carry the names it looks for */
+		r = model_save(m, c->output, NULL);
+		if (r == 0 && quant_expand_functions(m) < 0)
+			r = -1;
+		if (r == 0)
+			r = calib_collect(m, (const char *const *)specs.v, specs.n, c->threads, needs_hist(c->sec),
 				  c->log, &s);
 		if (r == 0) {
 			char *p = path_join(c->outdir, "calibration.stats");
 			r = calib_save(s, p);
 			free(p);
 		}
-		/* the model itself passes unchanged (same bytes, one cache object) */
-		if (r == 0)
-			r = model_save(m, c->output, NULL);
 		calib_free(s);
 		model_free(m);
 	}
@@ -96,7 +101,7 @@ static int run(StageCtx *c)
 
 const Stage stage_calibrate = {
 	.name = "calibrate",
-	.version = 5, /* 4: statistics of subgraph tensors; 5: no histograms for minmax */
+	.version = 6, /* 4: statistics of subgraph tensors; 5: no histograms for minmax; 6: inside functions */
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = declared_inputs,

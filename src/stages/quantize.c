@@ -264,7 +264,7 @@ static int run(StageCtx *c)
 
 const Stage stage_quantize = {
 	.name = "quantize",
-	.version = 5,   /* 3: com.microsoft QLinear operators; 4: Constant weights hoisted; 5: DynamicQuantizeLSTM */
+	.version = 6,   /* 3: com.microsoft QLinear operators; 4: Constant weights hoisted; 5: DynamicQuantizeLSTM; 6: functions expanded */
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = NULL,

@@ -65,13 +65,6 @@ static int run(StageCtx *c)
 		free(specs.v[i]);
 		specs.v[i] = full;
 	}
-	/* OpenBLAS is loaded on its first call, in this process: with a budget
-	 * of one thread, no pool. The interpreter asks it for one thread per
-	 * run, yet its idle worker spins on the other core (measured: silero's
-	 * calibration took 278 instead of 150 ms of CPU time, magika's 723
-	 * instead of 591). An explicit setting is the user's. */
-	if (c->threads == 1)
-		setenv("OPENBLAS_NUM_THREADS", "1", 0);
 	Model *m;
 	int r = model_load(c->input, &m);
 	CalibStats *s = NULL;

@@ -161,6 +161,18 @@ void ext_free(ExtMap *list)
 	}
 }
 
+void ext_release(const void *p, size_t n)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	if (!p || !n || pg <= 0)
+		return;
+	/* whole pages around the range: a mapping covers whole pages, and
+	 * dropping a neighbour's page costs it only a fault from the file */
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(pg - 1);
+	uintptr_t e = ((uintptr_t)p + n + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
+	madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
 static int allow_links;
 
 void ext_allow_links(int on)

@@ -33,6 +33,11 @@ int ext_map(ExtMap **list, const char *dir, const char *loc, const uint8_t **bas
 	    size_t *size);
 /* unmap and free every entry */
 void ext_free(ExtMap *list);
+/* give back the pages of n bytes at p, a range ext_map returned: a
+ * converter done with a tensor's source keeps memory to one tensor's
+ * worth. The mappings are private and never written, so a later read
+ * faults the same bytes in again from the file. */
+void ext_release(const void *p, size_t n);
 
 /* Hard links instead of copies, for processes whose inputs are immutable
  * store objects (a build's stage child, src/build.c): while on, a data

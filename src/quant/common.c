@@ -6,6 +6,7 @@
 
 #include "exec/inline.h"
 #include "infer/infer.h"
+#include "onnx/extdata.h"
 #include "onnx/node.h"
 #include "quant/internal.h"
 
@@ -121,72 +122,235 @@ const char *qc_excluded_in(const Onnx__NodeProto *n, const char *scope, const Qu
 	return NULL;
 }
 
+int qc_float_view(Model *m, const Onnx__TensorProto *w, FloatView *v)
+{
+	memset(v, 0, sizeof *v);
+	const char *nm = w->name ? w->name : "";
+	int dt = w->has_data_type ? w->data_type : 0;
+	if (dt != DT_FLOAT)
+		return error("weight '%s' is %s, expected float", nm, dtype_name(dt));
+	const void *d;
+	size_t len;
+	int owned;
+	if (model_tensor_bytes(m, w, &d, &len, &owned) < 0)
+		return -1;
+	v->numel = (int64_t)(len / sizeof(float));
+	if (owned || (uintptr_t)d % _Alignof(float)) {
+		/* float_data, or raw bytes at an odd offset: an aligned copy */
+		v->own = owned ? (void *)d : xmalloc(len ? len : 1);
+		if (!owned && len)
+			memcpy(v->own, d, len);
+		v->x = v->own;
+	} else {
+		v->x = d;
+	}
+	if (w->has_data_location && w->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+		v->mapped = d;
+		v->len = len;
+	}
+	return 0;
+}
+
+void qc_float_drop(const FloatView *v, int64_t from, int64_t to)
+{
+	if (v->mapped && to > from)
+		ext_release((const float *)v->mapped + from, (size_t)(to - from) * sizeof(float));
+}
+
+void qc_float_done(FloatView *v)
+{
+	free(v->own);
+	if (v->mapped)
+		ext_release(v->mapped, v->len);
+	memset(v, 0, sizeof *v);
+}
+
+Onnx__TensorProto *qc_proto_take(Tensor *t, const char *name)
+{
+	Onnx__TensorProto *p = xmalloc(sizeof *p);
+	onnx__tensor_proto__init(p);
+	p->name = xstrdup(name);
+	p->has_data_type = 1;
+	p->data_type = t->dtype;
+	p->n_dims = (size_t)t->rank;
+	p->dims = xmalloc(sizeof(int64_t) * (size_t)(t->rank ? t->rank : 1));
+	if (t->rank)
+		memcpy(p->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
+	p->has_raw_data = 1;
+	p->raw_data.len = t->nbytes;
+	p->raw_data.data = t->data;
+	t->data = NULL;
+	t->owned = 0;
+	tensor_free(t);
+	return p;
+}
+
+/* Big weights are walked in memory order, in runs of at most RUN values
+ * of one channel, and the mapped source is given back every DROP values:
+ * a 1 GiB weight never has more than DROP values of it resident. */
+enum { RUN = 1 << 16, DROP = 1 << 22 };
+
+/* the per-channel minimum and maximum of v as [outer, nch, inner] (each
+ * channel's values visited in the same order as a channel-by-channel
+ * scan, so NaNs and signed zeros come out the same) */
+static void weight_ranges(const FloatView *v, int64_t outer, int64_t nch, int64_t inner, float *lo,
+			  float *hi)
+{
+	for (int64_t c = 0; c < nch; c++) {
+		lo[c] = INFINITY;
+		hi[c] = -INFINITY;
+	}
+	int64_t dropped = 0;
+	for (int64_t o = 0; o < outer; o++)
+		for (int64_t c = 0; c < nch; c++)
+			for (int64_t i = 0; i < inner; i += RUN) {
+				int64_t off = (o * nch + c) * inner + i, n = inner - i < RUN ? inner - i : RUN;
+				float l = lo[c], h = hi[c];
+				for (int64_t k = 0; k < n; k++) {
+					float x = v->x[off + k];
+					l = x < l ? x : l;
+					h = x > h ? x : h;
+				}
+				lo[c] = l;
+				hi[c] = h;
+				if (off + n - dropped >= DROP) {
+					qc_float_drop(v, dropped, off + n);
+					dropped = off + n;
+				}
+			}
+	if (!outer || !inner)
+		for (int64_t c = 0; c < nch; c++)
+			lo[c] = hi[c] = 0;
+}
+
+/* fill q's parameters (nch channels, lo and hi each) and the names */
+static QParams *weight_params(QWeight *q, const char *base, int64_t nch, int axis, int dtype,
+			      int symmetric, int reduce_range, const float *lo, const float *hi)
+{
+	q->nch = nch;
+	q->axis = axis;
+	q->dtype = dtype;
+	q->scales = xcalloc(nch ? (size_t)nch : 1, sizeof *q->scales);
+	q->zps = xcalloc(nch ? (size_t)nch : 1, sizeof *q->zps);
+	QParams *par = xcalloc(nch ? (size_t)nch : 1, sizeof *par);
+	for (int64_t c = 0; c < nch; c++) {
+		par[c] = qparams_compute(lo[c], hi[c], dtype, symmetric, reduce_range);
+		q->scales[c] = par[c].scale;
+		q->zps[c] = par[c].zero_point;
+	}
+	q->qname = xasprintf("%s_quantized", base);
+	q->sname = xasprintf("%s_scale", base);
+	q->zname = xasprintf("%s_zero_point", base);
+	return par;
+}
+
+/* the quantized tensor out (taken) and q's scales and zero points join g */
+static void weight_add(Onnx__GraphProto *g, QWeight *q, Tensor *out)
+{
+	g->initializer = xreallocarray(g->initializer, g->n_initializer + 1, sizeof *g->initializer);
+	g->initializer[g->n_initializer++] = qc_proto_take(out, q->qname);
+	int prank = q->axis < 0 ? 0 : 1;
+	qg_add_values(g, q->sname, DT_FLOAT, prank, &q->nch, q->scales);
+	qc_add_zp(g, q->zname, q->dtype, prank, &q->nch, q->zps, q->nch);
+}
+
 int qc_quant_weight(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, int dtype,
 		    int symmetric, int reduce_range, int axis, QWeight *q)
 {
 	memset(q, 0, sizeof *q);
-	Tensor t = {0};
-	if (tensor_from_proto(m, w, &t) < 0)
-		return -1;
-	if (t.dtype != DT_FLOAT) {
-		int r = error("weight '%s' is %s, expected float", w->name, dtype_name(t.dtype));
-		tensor_free(&t);
-		return r;
-	}
-	if (axis >= t.rank) {
-		int r = error("weight '%s' has rank %d: no axis %d for per-channel quantization", w->name, t.rank,
-			      axis);
-		tensor_free(&t);
-		return r;
-	}
-	int64_t nch = axis < 0 ? 1 : t.dims[axis];
-	int64_t inner = 1;
-	for (int k = axis + 1; axis >= 0 && k < t.rank; k++)
-		inner *= t.dims[k];
-	if (axis < 0)
-		inner = t.numel;
-	q->nch = nch;
-	q->axis = axis;
-	q->dtype = dtype;
-	q->scales = xcalloc(nch ? nch : 1, sizeof *q->scales);
-	q->zps = xcalloc(nch ? nch : 1, sizeof *q->zps);
+	int rank = (int)w->n_dims;
+	if (axis >= rank)
+		return error("weight '%s' has rank %d: no axis %d for per-channel quantization", w->name, rank,
+			     axis);
+	FloatView v;
 	Tensor out = {0};
-	if (tensor_alloc(&out, dtype, t.rank, t.dims) < 0) {
-		tensor_free(&t);
-		qc_weight_free(q);
+	if (qc_float_view(m, w, &v) < 0 || tensor_alloc(&out, dtype, rank, w->dims) < 0) {
+		qc_float_done(&v);
 		return -1;
 	}
-	const float *x = t.data;
+	int64_t nch = axis < 0 ? 1 : w->dims[axis], inner = 1;
+	for (int k = axis + 1; axis >= 0 && k < rank; k++)
+		inner *= w->dims[k];
+	if (axis < 0)
+		inner = v.numel;
+	int64_t outer = nch ? v.numel / (nch * (inner ? inner : 1)) : 0;
+	float *lo = xcalloc(nch ? (size_t)nch : 1, sizeof *lo), *hi = xcalloc(nch ? (size_t)nch : 1, sizeof *hi);
+	weight_ranges(&v, outer, nch, inner, lo, hi);
+	QParams *par = weight_params(q, w->name, nch, axis, dtype, symmetric, reduce_range, lo, hi);
 	int qmin, qmax;
 	qrange(dtype, symmetric, reduce_range, &qmin, &qmax);
-	int64_t outer = nch ? t.numel / (nch * (inner ? inner : 1)) : 0;
-	for (int64_t c = 0; c < nch; c++) {
-		float lo = INFINITY, hi = -INFINITY;
-		for (int64_t o = 0; o < outer; o++)
-			for (int64_t i = 0; i < inner; i++) {
-				float v = x[(o * nch + c) * inner + i];
-				lo = v < lo ? v : lo;
-				hi = v > hi ? v : hi;
+	size_t esz = (size_t)dtype_bits(dtype) / 8;
+	int64_t dropped = 0;
+	for (int64_t o = 0; o < outer; o++)
+		for (int64_t c = 0; c < nch; c++)
+			for (int64_t i = 0; i < inner; i += RUN) {
+				int64_t off = (o * nch + c) * inner + i, n = inner - i < RUN ? inner - i : RUN;
+				quantize_values(v.x + off, (size_t)n, &par[c], qmin, qmax,
+						(char *)out.data + (size_t)off * esz);
+				if (off + n - dropped >= DROP) {
+					qc_float_drop(&v, dropped, off + n);
+					dropped = off + n;
+				}
 			}
-		if (!outer || !inner)
-			lo = hi = 0;
-		QParams p = qparams_compute(lo, hi, dtype, symmetric, reduce_range);
-		q->scales[c] = p.scale;
-		q->zps[c] = p.zero_point;
-		for (int64_t o = 0; o < outer; o++) {
-			int64_t off = (o * nch + c) * inner;
-			quantize_values(x + off, (size_t)inner, &p, qmin, qmax,
-					(char *)out.data + off * (dtype_bits(dtype) / 8));
+	qc_float_done(&v);
+	free(lo);
+	free(hi);
+	free(par);
+	weight_add(g, q, &out);
+	return 0;
+}
+
+int qc_quant_weight_transposed(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w,
+			       const char *base, int dtype, int symmetric, int reduce_range, int axis,
+			       QWeight *q)
+{
+	memset(q, 0, sizeof *q);
+	if (w->n_dims != 2 || (axis != -1 && axis != 1))
+		return error("weight '%s': a transposed weight must be 2-D, quantized per tensor or along axis 1",
+			     w->name);
+	FloatView v;
+	Tensor out = {0};
+	int64_t nr = w->dims[0], nc = w->dims[1], td[2] = {nc, nr};
+	if (qc_float_view(m, w, &v) < 0 || tensor_alloc(&out, dtype, 2, td) < 0) {
+		qc_float_done(&v);
+		return -1;
+	}
+	/* axis 1 of [K, N] is axis 0 (rows) of the source [N, K] */
+	int64_t nch = axis < 0 ? 1 : nr;
+	float *lo = xcalloc(nch ? (size_t)nch : 1, sizeof *lo), *hi = xcalloc(nch ? (size_t)nch : 1, sizeof *hi);
+	weight_ranges(&v, 1, nch, nch ? v.numel / nch : 0, lo, hi);
+	QParams *par = weight_params(q, base, nch, axis, dtype, symmetric, reduce_range, lo, hi);
+	int qmin, qmax;
+	qrange(dtype, symmetric, reduce_range, &qmin, &qmax);
+	size_t esz = (size_t)dtype_bits(dtype) / 8;
+	/* a block of source rows quantized, then written out as columns: the
+	 * writes stay within a cache line per output row */
+	enum { RB = 64 };
+	uint8_t *tmp = xmalloc((size_t)RB * (size_t)(nc ? nc : 1) * esz), *y = out.data;
+	int64_t dropped = 0;
+	for (int64_t r0 = 0; r0 < nr; r0 += RB) {
+		int64_t rn = nr - r0 < RB ? nr - r0 : RB;
+		for (int64_t r = 0; r < rn; r++)
+			quantize_values(v.x + (r0 + r) * nc, (size_t)nc, &par[axis < 0 ? 0 : r0 + r], qmin, qmax,
+					tmp + (size_t)(r * nc) * esz);
+		for (int64_t k = 0; k < nc; k++)
+			for (int64_t r = 0; r < rn; r++) {
+				if (esz == 1)
+					y[k * nr + r0 + r] = tmp[r * nc + k];
+				else
+					memcpy(y + (size_t)(k * nr + r0 + r) * esz, tmp + (size_t)(r * nc + k) * esz, esz);
+			}
+		if ((r0 + rn) * nc - dropped >= DROP) {
+			qc_float_drop(&v, dropped, (r0 + rn) * nc);
+			dropped = (r0 + rn) * nc;
 		}
 	}
-	tensor_free(&t);
-	q->qname = xasprintf("%s_quantized", w->name);
-	q->sname = xasprintf("%s_scale", w->name);
-	q->zname = xasprintf("%s_zero_point", w->name);
-	qg_add_init(g, q->qname, &out);
-	int prank = axis < 0 ? 0 : 1;
-	qg_add_values(g, q->sname, DT_FLOAT, prank, &nch, q->scales);
-	qc_add_zp(g, q->zname, dtype, prank, &nch, q->zps, nch);
+	free(tmp);
+	qc_float_done(&v);
+	free(lo);
+	free(hi);
+	free(par);
+	weight_add(g, q, &out);
 	return 0;
 }
 

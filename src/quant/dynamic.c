@@ -71,10 +71,11 @@ static DCtx *init_scope(DCtx *c, const char *name)
 	return NULL;
 }
 
-/* weight src (an initializer of scope c, or its transpose), quantized once
+/* weight src (an initializer of scope c; transposed: stored as its
+ * transpose, named after key), quantized once
  * per key in c: two readers (both branches of an If, say) share it */
-static int dyn_weight(DCtx *c, const char *key, const Onnx__TensorProto *src, int dtype, int symmetric, int axis,
-		      const QWeight **out)
+static int dyn_weight(DCtx *c, const char *key, const Onnx__TensorProto *src, int transpose, int dtype,
+		      int symmetric, int axis, const QWeight **out)
 {
 	for (size_t i = 0; i < c->wkey.n; i++)
 		if (!strcmp(c->wkey.v[i], key)) {
@@ -82,7 +83,9 @@ static int dyn_weight(DCtx *c, const char *key, const Onnx__TensorProto *src, in
 			return 0;
 		}
 	QWeight q;
-	if (qc_quant_weight(c->m, c->g, src, dtype, symmetric, c->o->reduce_range, axis, &q) < 0)
+	int r = transpose ? qc_quant_weight_transposed(c->m, c->g, src, key, dtype, symmetric, c->o->reduce_range, axis, &q)
+			  : qc_quant_weight(c->m, c->g, src, dtype, symmetric, c->o->reduce_range, axis, &q);
+	if (r < 0)
 		return -1;
 	c->wq = xreallocarray(c->wq, c->wkey.n + 1, sizeof *c->wq);
 	c->wq[c->wkey.n] = q;
@@ -180,36 +183,13 @@ static int dyn_matmul(DCtx *c, Onnx__NodeProto *n, const char **why)
 		transb = (int)tb;
 		bias = node_input(n, 2);
 	}
-	Onnx__TensorProto *src = wp;
-	Onnx__TensorProto *tmp = NULL;
-	if (transb) {
-		/* W^T as a temporary initializer proto [K, N] */
-		Tensor t = {0}, tt = {0};
-		if (tensor_from_proto(c->m, wp, &t) < 0)
-			return -1;
-		int64_t d[2] = {t.dims[1], t.dims[0]};
-		if (tensor_alloc(&tt, DT_FLOAT, 2, d) < 0) {
-			tensor_free(&t);
-			return -1;
-		}
-		for (int64_t i = 0; i < t.dims[0]; i++)
-			for (int64_t j = 0; j < t.dims[1]; j++)
-				((float *)tt.data)[j * d[1] + i] = ((float *)t.data)[i * t.dims[1] + j];
-		char *tn = xasprintf("%s_transposed", w);
-		tmp = tensor_to_proto(&tt, tn);
-		free(tn);
-		tensor_free(&t);
-		tensor_free(&tt);
-		src = tmp;
-	}
 	int wt = c->o->weight_type;
 	const QWeight *q;
 	char *key = xasprintf("%s%s", w, transb ? "_transposed" : "");
 	size_t had = wc->wkey.n;
-	int r = dyn_weight(wc, key, src, wt, wt == DT_INT8, c->o->per_channel ? 1 : -1, &q);
+	/* transB: W [N, K] is quantized straight into its transpose [K, N] */
+	int r = dyn_weight(wc, key, wp, transb, wt, wt == DT_INT8, c->o->per_channel ? 1 : -1, &q);
 	free(key);
-	if (tmp)
-		onnx__tensor_proto__free_unpacked(tmp, NULL);
 	if (r < 0)
 		return -1;
 	if (wc->wkey.n > had)
@@ -252,7 +232,7 @@ static int dyn_conv(DCtx *c, Onnx__NodeProto *n, const char **why)
 	const QWeight *q;
 	size_t had = wc->wkey.n;
 	char *key = xasprintf("%s (ConvInteger)", w);
-	int r = dyn_weight(wc, key, wp, DT_UINT8, 1, pc ? 0 : -1, &q);
+	int r = dyn_weight(wc, key, wp, 0, DT_UINT8, 1, pc ? 0 : -1, &q);
 	free(key);
 	if (r < 0) {
 		tensor_free(&bt);

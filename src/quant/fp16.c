@@ -539,38 +539,42 @@ static void report_tensor(FCtx *f, const char *name, int64_t clamped, int64_t ra
 static int tensor_to_half(FCtx *f, Onnx__TensorProto **pp, const char *what)
 {
 	Onnx__TensorProto *p = *pp;
-	Tensor t = {0}, h = {0};
-	if (tensor_from_proto(f->m, p, &t) < 0)
-		return -1;
-	if (tensor_alloc(&h, DT_FLOAT16, t.rank, t.dims) < 0) {
-		tensor_free(&t);
+	FloatView v;
+	Tensor h = {0};
+	if ((int)p->n_dims > QM_MAX_RANK)
+		return error("tensor '%s': rank %zu exceeds the supported maximum %d", p->name ? p->name : "",
+			     p->n_dims, QM_MAX_RANK);
+	/* read in place (mapped external data too), given back as converted */
+	if (qc_float_view(f->m, p, &v) < 0 || tensor_alloc(&h, DT_FLOAT16, (int)p->n_dims, p->dims) < 0) {
+		qc_float_done(&v);
 		return -1;
 	}
-	const float *x = t.data;
+	const float *x = v.x;
 	uint16_t *y = h.data;
 	int64_t clamped = 0, raised = 0;
-	for (int64_t i = 0; i < t.numel; i++) {
-		float v = x[i];
-		if (isfinite(v) && fabsf(v) > 65504.0f) {
-			v = v > 0 ? 65504.0f : -65504.0f;
+	for (int64_t i = 0; i < v.numel; i++) {
+		float e = x[i];
+		if (isfinite(e) && fabsf(e) > 65504.0f) {
+			e = e > 0 ? 65504.0f : -65504.0f;
 			clamped++;
 		}
-		uint16_t b = float_to_half(v);
-		if ((b & 0x7fff) == 0 && v != 0) {
+		uint16_t b = float_to_half(e);
+		if ((b & 0x7fff) == 0 && e != 0) {
 			b = (uint16_t)((b & 0x8000) | 1);
 			raised++;
 		}
 		y[i] = b;
+		if ((i & 0xfffff) == 0xfffff)
+			qc_float_drop(&v, i + 1 - 0x100000, i + 1);
 	}
-	Onnx__TensorProto *q = tensor_to_proto(&h, p->name);
+	qc_float_done(&v);
+	Onnx__TensorProto *q = qc_proto_take(&h, p->name ? p->name : "");
 	if (p->doc_string)
 		q->doc_string = xstrdup(p->doc_string);
 	f->clamped += clamped;
 	f->raised += raised;
 	if (clamped || raised)
 		report_tensor(f, what, clamped, raised);
-	tensor_free(&t);
-	tensor_free(&h);
 	onnx__tensor_proto__free_unpacked(p, NULL);  /* what may be its name */
 	*pp = q;
 	return 0;

@@ -38,7 +38,35 @@ int qc_in_list(const char *const *list, const char *op);
  * not float or axis is out of range. */
 int qc_quant_weight(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, int dtype,
 		    int symmetric, int reduce_range, int axis, QWeight *q);
+/* the same for a 2-D w [N, K] stored transposed, [K, N] (Gemm's transB),
+ * under base's names (base_quantized, base_scale, base_zero_point); axis
+ * counts in the transposed shape. The float transpose is never made. */
+int qc_quant_weight_transposed(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w,
+			       const char *base, int dtype, int symmetric, int reduce_range, int axis,
+			       QWeight *q);
 void qc_weight_free(QWeight *q);
+
+/* A float initializer's values read where they lie when they can be (raw
+ * data or mapped external data, 4-byte aligned), else from a copy; for
+ * converters that read each big weight once. */
+typedef struct FloatView {
+	const float *x;
+	int64_t numel;
+	void *own;            /* the copy, or NULL */
+	const void *mapped;   /* external bytes to give back when done */
+	size_t len;
+} FloatView;
+/* -1 with error() naming w when it is not float or its data is bad */
+int qc_float_view(Model *m, const Onnx__TensorProto *w, FloatView *v);
+/* give back the mapped source of elements [from, to) of v, read for the
+ * last time (a no-op unless the data is external) */
+void qc_float_drop(const FloatView *v, int64_t from, int64_t to);
+/* free the copy; the pages of mapped external data go back to the file
+ * (ext_release), so converting a big model holds one source tensor */
+void qc_float_done(FloatView *v);
+/* a new raw_data TensorProto named name that takes over t's owned data
+ * (no copy; t is left empty) */
+Onnx__TensorProto *qc_proto_take(Tensor *t, const char *name);
 /* add n zero points of dtype (8, 16 or 32 bits) as initializer name */
 void qc_add_zp(Onnx__GraphProto *g, const char *name, int dtype, int rank, const int64_t *dims,
 	       const int32_t *zps, int64_t n);

@@ -47,9 +47,9 @@ enum { SM_SOFTMAX, SM_LOGSOFTMAX, SM_HARDMAX };
 	for (k_ = 0; k_ + 16 <= d; k_ += 16) \
 		for (int j = 0; j < 16; j++) \
 			l16[j] += ww[k_ + j]; \
-	double sum = 0; \
-	for (int j = 0; j < 16; j++) \
-		sum += l16[j]; \
+	/* a tree of depth 4, not a chain of 16 dependent adds */ \
+	double sum = (((l16[0] + l16[8]) + (l16[4] + l16[12])) + ((l16[2] + l16[10]) + (l16[6] + l16[14]))) + \
+		     (((l16[1] + l16[9]) + (l16[5] + l16[13])) + ((l16[3] + l16[11]) + (l16[7] + l16[15]))); \
 	for (; k_ < d; k_++) \
 		sum += ww[k_]; \
 	if (op == SM_SOFTMAX) { \

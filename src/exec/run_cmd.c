@@ -13,7 +13,11 @@
  *                                          test_data_set_N/), one line each
  *
  * --trace prints every tensor as it is produced (a tap); --bench N times N
- * more runs and checks that each reproduces the first run's outputs. */
+ * more runs and checks that each reproduces the first run's outputs.
+ * Without a tap (--trace, --stats) the interpreter frees the bytes of the
+ * weights its kernels keep packed (InterpOpts.release_consts): nothing
+ * here reads the initializers again. --keep-weights (for tests and
+ * measurements) keeps them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -407,6 +411,22 @@ static int run_samples(Interp *ip, const char *const *specs, size_t nspecs, int 
 	return r;
 }
 
+/* the process's resident anonymous memory in KiB (RssAnon, Linux): data
+ * without the pages of the binary and its libraries, which the kernels a
+ * model runs fault in; -1 where unknown */
+static long rss_anon_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kib = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (!strncmp(line, "RssAnon:", 8))
+			kib = strtol(line + 8, NULL, 10);
+	if (f)
+		fclose(f);
+	return kib;
+}
+
 static int add_input(const char *arg, TensorList *in)
 {
 	const char *eq = strchr(arg, '=');
@@ -443,6 +463,7 @@ int cmd_run(int argc, char **argv)
 {
 	const char *model = NULL, *dir = NULL, *outpath = NULL, *cmpdir = NULL;
 	int bench = 0, threads = 1, check = 0, conformance = 0, quiet = 0, dump = 0, trace = 0, stats = 0;
+	int keep = 0;
 	TensorList in = {0};
 	PtrVec specs = {0};
 	PtrVec rest = {0};
@@ -495,6 +516,8 @@ int cmd_run(int argc, char **argv)
 			check = 1;
 		} else if (!strcmp(a, "--trace")) {
 			trace = 1;
+		} else if (!strcmp(a, "--keep-weights")) {
+			keep = 1;
 		} else if (!strcmp(a, "--dump")) {
 			dump = 1;
 		} else if (!strcmp(a, "--conformance")) {
@@ -554,7 +577,8 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", argv0, errmsg());
 		goto out;
 	}
-	InterpOpts o = {.threads = threads, .tap = trace ? trace_tap : NULL, .tap_ud = stdout};
+	InterpOpts o = {.threads = threads, .tap = trace ? trace_tap : NULL, .tap_ud = stdout,
+			.release_consts = !trace && !stats && !keep};
 	Interp *ip = interp_new(m, &o);
 	Tensor *out = NULL;
 	size_t nout = 0;
@@ -663,8 +687,12 @@ int cmd_run(int argc, char **argv)
 			printf("latency: mean %.3f ms, p50 %.3f ms, p90 %.3f ms over %d runs (%d threads); %.1f runs/s\n",
 			       mean * 1e3, lat[(bench - 1) / 2] * 1e3, lat[(int)ceil(0.9 * bench) - 1] * 1e3,
 			       bench, threads, 1.0 / mean);
-			printf("memory: weights %.2f MiB, peak live activations %.2f MiB\n", wb / 1048576.0,
+			long anon = rss_anon_kib();
+			printf("memory: weights %.2f MiB, peak live activations %.2f MiB", wb / 1048576.0,
 			       pk / 1048576.0);
+			if (anon >= 0)
+				printf(", anonymous RSS %.2f MiB", anon / 1024.0);
+			printf("\n");
 		}
 		free(tmp);
 		free(lat);

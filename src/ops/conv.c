@@ -788,7 +788,7 @@ static void clamp_rows(float *y, int64_t rows, int64_t n, int64_t ld, const floa
 static void gemm_es(size_t es, FgemmA **pa, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
 		    const void *b, int64_t ldb, const float *bias, void *c, int64_t ldc, int threads)
 {
-	if (pa && n >= FGEMM_MIN_N) {
+	if (pa && (n >= FGEMM_MIN_N || *pa)) { /* once packed, a is not read again */
 		if (!*pa)
 			*pa = fgemm_pack_a(m, k, a, lda);
 		fgemm_packed(*pa, n, b, ldb, bias, 0, c, ldc, threads);
@@ -834,7 +834,8 @@ static void conv_gemm_batched(const ConvShape *cs, const void *x, const void *w,
 	unsigned char *tmp = conv_scratch(1, (size_t)(mg * nb * osz) * es);
 	FgemmA **pa = cached;
 	for (int64_t g = 0; g < cs->G; g++) {
-		const unsigned char *wg = (const unsigned char *)w + (size_t)(g * mg * kc) * es;
+		/* w is NULL once released after packing (OpCache.packed) */
+		const unsigned char *wg = w ? (const unsigned char *)w + (size_t)(g * mg * kc) * es : NULL;
 		for (int64_t n0 = 0; n0 < cs->N; n0 += nb) {
 			int64_t nn = cs->N - n0 < nb ? cs->N - n0 : nb, ld = nn * osz;
 			for (int64_t i = 0; i < nn; i++) {
@@ -919,7 +920,7 @@ static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const f
 	for (int64_t n = 0; n < cs->N; n++) {
 		for (int64_t g = 0; g < cs->G; g++) {
 			const unsigned char *xg = (const unsigned char *)x + (size_t)((n * cs->C + g * cg) * cs->isz) * es;
-			const unsigned char *wg = (const unsigned char *)w + (size_t)(g * mg * kc) * es;
+			const unsigned char *wg = w ? (const unsigned char *)w + (size_t)(g * mg * kc) * es : NULL;
 			unsigned char *yg = (unsigned char *)y + (size_t)((n * cs->M + g * mg) * cs->osz) * es;
 			for (int64_t r0 = 0; r0 < rows; r0 += rpt) {
 				int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows, T = (r1 - r0) * ow_n;
@@ -1134,16 +1135,18 @@ static FgemmA **conv_cached_packs(RunCtx *c, const Tensor *w, const ConvShape *c
 		return NULL;
 	int64_t mg = cs->M / cs->G, kc = cs->C / cs->G * cs->ksz;
 	ConvCache *cc = c->cache->p;
-	if (cc && (cc->w != w->data || cc->groups != cs->G || cc->mg != mg || cc->kc != kc)) {
+	/* w->data is NULL once the interpreter released the weights */
+	if (cc && ((w->data && cc->w != w->data) || cc->groups != cs->G || cc->mg != mg || cc->kc != kc)) {
 		convcache_release(cc);
 		c->cache->p = cc = NULL;
+		c->cache->packed = 0;
 	}
 	if (!cc) {
 		cc = xcalloc(1, sizeof *cc);
 		*cc = (ConvCache){w->data, cs->G, mg, kc, packs_new(4, cs->G)};
 		c->cache->p = cc;
 		c->cache->release = convcache_release;
-		c->cache->bytes = fgemm_packed_a_bytes(mg, kc) * (size_t)cs->G;
+		c->cache->bytes = 0; /* counted as groups get packed (conv_run) */
 	}
 	return cc->pa;
 }
@@ -1188,8 +1191,16 @@ static int conv_run(RunCtx *c)
 		free(wd);
 		return 0;
 	}
-	float *tx, *tw, *tb = NULL, *ty;
-	const float *xf = nn_f32_in(c, x, &tx), *wf = nn_f32_in(c, w, &tw), *bf = NULL;
+	/* depthwise convolutions read w directly; the others pack it for
+	 * fgemm where they can, and once every group is packed w is not read
+	 * again (nor converted from float16) */
+	int dw = cs.C / cs.G == 1 && cs.M / cs.G <= 4 && cs.G > 1;
+	FgemmA **packs = shape_numel(x->rank, dims) && !dw ? conv_cached_packs(c, w, &cs) : NULL;
+	int packed = packs && (c->cache->packed & 2);
+	if (!packed && !w->data)
+		return op_error(c->node, "weights were released but are needed again");
+	float *tx, *tw = NULL, *tb = NULL, *ty;
+	const float *xf = nn_f32_in(c, x, &tx), *wf = packed ? NULL : nn_f32_in(c, w, &tw), *bf = NULL;
 	if (b)
 		bf = nn_f32_in(c, b, &tb);
 	float *y = nn_f32_out(c, 0, x->dtype, x->rank, dims, &ty);
@@ -1201,13 +1212,24 @@ static int conv_run(RunCtx *c)
 	}
 	if (c->out[0]->numel == 0) {
 		/* nothing to compute */
-	} else if (cs.C / cs.G == 1 && cs.M / cs.G <= 4 && cs.G > 1) {
+	} else if (dw) {
 		DwArgs a = {&cs, xf, wf, bf, y};
 		int thr = cs.N * cs.M * cs.osz * cs.ksz >= 65536 ? c->threads : 1;
 		nn_parallel(thr, cs.N * cs.M, dw_rows, &a);
 		clamp_rows(y, 1, c->out[0]->numel, 0, c->clamp);
 	} else {
-		conv_gemm(&cs, xf, wf, bf, c->clamp, y, 4, conv_cached_packs(c, w, &cs));
+		conv_gemm(&cs, xf, wf, bf, c->clamp, y, 4, packs);
+		/* small outputs may run without packing: count what is packed */
+		int all = packs != NULL;
+		size_t bytes = 0;
+		for (int64_t g = 0; packs && g < cs.G; g++) {
+			all &= packs[g] != NULL;
+			bytes += packs[g] ? fgemm_packed_a_bytes(cs.M / cs.G, cs.C / cs.G * cs.ksz) : 0;
+		}
+		if (packs)
+			c->cache->bytes = bytes;
+		if (all)
+			c->cache->packed |= 2;
 	}
 	nn_f32_done(c->out[0], ty);
 	free(tx);

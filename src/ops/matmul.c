@@ -231,6 +231,14 @@ static void mmcache_release(void *p)
 	}
 }
 
+/* whether the node's cache holds b packed for good (OpCache.packed): b's
+ * data is then not read, and may be NULL (released by the interpreter) */
+static int mm_packed(RunCtx *c, const Tensor *b, const MmShape *s)
+{
+	const MmCache *mc = c->cache && (c->cache->packed & 2) ? c->cache->p : NULL;
+	return mc && (!b->data || mc->b == b->data) && mc->K == s->K && mc->N == s->N;
+}
+
 /* b packed once when it is a constant of the plan shared by every batch
  * and fgemm runs; NULL otherwise */
 static const FgemmB *mm_cached_b(RunCtx *c, const Tensor *b, const float *bf, const MmShape *s)
@@ -241,9 +249,10 @@ static const FgemmB *mm_cached_b(RunCtx *c, const Tensor *b, const float *bf, co
 		if (s->boff[t] != 0)
 			return NULL;
 	MmCache *mc = c->cache->p;
-	if (mc && (mc->b != b->data || mc->K != s->K || mc->N != s->N)) {
+	if (mc && ((b->data && mc->b != b->data) || mc->K != s->K || mc->N != s->N)) {
 		mmcache_release(mc);
 		c->cache->p = mc = NULL;
+		c->cache->packed = 0;
 	}
 	if (!mc) {
 		mc = xcalloc(1, sizeof *mc);
@@ -251,6 +260,9 @@ static const FgemmB *mm_cached_b(RunCtx *c, const Tensor *b, const float *bf, co
 		c->cache->p = mc;
 		c->cache->release = mmcache_release;
 		c->cache->bytes = fgemm_packed_b_bytes(s->K, s->N);
+		/* one matrix (no batch dimensions above 1): every later product,
+		 * whatever a's shape, multiplies this one */
+		c->cache->packed = b->numel == s->K * s->N ? 2 : 0;
 	}
 	return mc->pb;
 }
@@ -293,8 +305,13 @@ static int matmul_run(RunCtx *c)
 		mm_free(&s);
 		return op_unsupported_type(c->node, c->opset, dt);
 	}
-	float *ta, *tb, *ty;
-	const float *af = nn_f32_in(c, a, &ta), *bf = nn_f32_in(c, b, &tb);
+	float *ta, *tb = NULL, *ty;
+	int packed = mm_packed(c, b, &s);
+	if (!packed && !b->data) {
+		mm_free(&s);
+		return op_error(c->node, "weights were released but are needed again");
+	}
+	const float *af = nn_f32_in(c, a, &ta), *bf = packed ? NULL : nn_f32_in(c, b, &tb);
 	float *y = nn_f32_out(c, 0, dt, s.rank, s.dims, &ty);
 	if (!y) {
 		rc = -1;

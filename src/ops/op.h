@@ -96,6 +96,12 @@ typedef struct OpCache {
 	void *p;
 	void (*release)(void *p);
 	size_t bytes;             /* memory held in p, counted as weights */
+	/* bit i: the kernel keeps constant input i in p for good and will not
+	 * read that input's data again, whatever the shapes of its other
+	 * inputs; the interpreter may then free it (InterpOpts.release_consts),
+	 * after which RunCtx.in[i] keeps its type and shape with data NULL.
+	 * Cleared when p is dropped. */
+	uint64_t packed;
 } OpCache;
 
 typedef struct RunCtx {

@@ -1,0 +1,149 @@
+#!/bin/sh
+# `quantmake run` frees the weights its kernels keep packed (Conv, MatMul;
+# InterpOpts.release_consts) and those folded into them (BatchNormalization)
+# after their first use; --keep-weights keeps them. Checked here:
+# - outputs are the same bytes with and without --keep-weights, and every
+#   run of --bench reproduces the first (so runs after the release too), on
+#   the benchmark's CNN and transformer and on a model with float16 Conv and
+#   MatMul weights, a grouped Conv with a folded normalization, a Conv whose
+#   output grid is narrower than a packed tile, a weight shared by two
+#   MatMuls, a weight that is also a graph output, a weight read by an If
+#   body, a Gemm (not packed: kept), and the same model with its weights in
+#   external data; all match onnxruntime;
+# - the weights figure of --bench drops where weights were released;
+# - samples of other batch sizes after the release still run (the packed
+#   forms serve every shape).
+. "$(dirname "$0")/lib/common.sh"
+mktmp
+Q=$QUANTMAKE
+if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
+	skip "interpreter memory tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	exit 0
+fi
+
+cat > "$TMPD/mk.py" <<'EOF'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+D = sys.argv[1]
+r = np.random.default_rng(11)
+def w(shape, dt=np.float32):
+    return (r.standard_normal(shape) / np.sqrt(np.prod(shape[1:]) if len(shape) > 1 else 1)).astype(dt)
+inits = [
+    nh.from_array(w([16, 3, 3, 3], np.float16), "w16"),      # float16 Conv weights
+    nh.from_array(w([32, 4, 3, 3]), "wg"),                   # grouped Conv (group 4)
+    nh.from_array(w([32]), "bg"),
+    nh.from_array((1 + 0.1 * r.standard_normal(32)).astype(np.float32), "s"),
+    nh.from_array((0.1 * r.standard_normal(32)).astype(np.float32), "o"),
+    nh.from_array((0.1 * r.standard_normal(32)).astype(np.float32), "m"),
+    nh.from_array((1 + 0.1 * r.random(32)).astype(np.float32), "v"),
+    nh.from_array(w([24, 32, 3, 3]), "wsmall"),              # 3x3 output: narrower than a tile
+    nh.from_array(w([24 * 9, 40]), "wshared"),               # read by two MatMuls
+    nh.from_array(w([40, 40]), "wout"),                      # also a graph output
+    nh.from_array(w([40, 40]), "wif"),                       # read inside the If body
+    nh.from_array(w([40, 40], np.float16), "wh"),            # float16 MatMul weights
+    nh.from_array(w([10, 40]), "wgemm"),
+    nh.from_array(np.array([-1, 24 * 9], np.int64), "shape"),
+    nh.from_array(np.array(True), "cond"),
+]
+then_g = h.make_graph([h.make_node("MatMul", ["p1", "wif"], ["t"])], "then", [],
+                      [h.make_tensor_value_info("t", T.FLOAT, ["N", 40])])
+else_g = h.make_graph([h.make_node("Identity", ["p1"], ["e"])], "else", [],
+                      [h.make_tensor_value_info("e", T.FLOAT, ["N", 40])])
+nodes = [
+    h.make_node("Cast", ["x"], ["x16"], to=T.FLOAT16),
+    h.make_node("Conv", ["x16", "w16"], ["c16"], pads=[1, 1, 1, 1]),
+    h.make_node("Cast", ["c16"], ["c1"], to=T.FLOAT),
+    h.make_node("Conv", ["c1", "wg", "bg"], ["c2"], pads=[1, 1, 1, 1], group=4),
+    h.make_node("BatchNormalization", ["c2", "s", "o", "m", "v"], ["b2"]),
+    h.make_node("Relu", ["b2"], ["r2"]),
+    h.make_node("MaxPool", ["r2"], ["p2"], kernel_shape=[4, 4], strides=[4, 4]),
+    h.make_node("Conv", ["p2", "wsmall"], ["c3"], pads=[1, 1, 1, 1]),
+    h.make_node("Reshape", ["c3", "shape"], ["f"]),
+    h.make_node("MatMul", ["f", "wshared"], ["p0"]),
+    h.make_node("Relu", ["f"], ["f2"]),
+    h.make_node("MatMul", ["f2", "wshared"], ["q0"]),
+    h.make_node("Add", ["p0", "q0"], ["p1"]),
+    h.make_node("If", ["cond"], ["i1"], then_branch=then_g, else_branch=else_g),
+    h.make_node("MatMul", ["i1", "wout"], ["m1"]),
+    h.make_node("Cast", ["m1"], ["m16"], to=T.FLOAT16),
+    h.make_node("MatMul", ["m16", "wh"], ["h16"]),
+    h.make_node("Cast", ["h16"], ["h1"], to=T.FLOAT),
+    h.make_node("Gemm", ["h1", "wgemm"], ["y"], transB=1),
+]
+g = h.make_graph(nodes, "mem", [h.make_tensor_value_info("x", T.FLOAT, ["N", 3, 12, 12])],
+                 [h.make_tensor_value_info("y", T.FLOAT, ["N", 10]),
+                  h.make_tensor_value_info("wout", T.FLOAT, [40, 40])], inits)
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+onnx.checker.check_model(m)
+onnx.save(m, D + "/mix.onnx")
+onnx.save(m, D + "/mixext.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+          location="mixext.data", size_threshold=1024)
+for n in (1, 4):
+    np.savez(D + "/mix%d.npz" % n, x=r.standard_normal([n, 3, 12, 12]).astype(np.float32))
+EOF
+"$PY" "$TMPD/mk.py" "$TMPD" || { fail "interpreter memory models" "mk.py failed"; exit 0; }
+"$PY" "$ROOT/bench/interp-models.py" "$TMPD" > /dev/null || { fail "interpreter memory models" "interp-models.py failed"; exit 0; }
+for m in cnn transformer; do
+	QM_INT_HIGH=4 "$PY" "$ROOT/bench/interp-ort.py" feeds "$TMPD/$m.onnx" 2 "$TMPD/$m.npz" ||
+		{ fail "feeds for $m"; exit 0; }
+done
+cp "$TMPD/mix4.npz" "$TMPD/mix.npz"
+cp "$TMPD/mix4.npz" "$TMPD/mixext.npz"
+
+# MODEL: outputs of a released run (and its --bench repeats) equal a kept
+# one's bytes and onnxruntime's values; the weights figure drops
+for m in cnn transformer mix mixext; do
+	if ! "$Q" run "$TMPD/$m.onnx" -i "$TMPD/$m.npz" -o "$TMPD/$m.rel.npz" --bench 3 -q \
+		> "$TMPD/$m.rel.out" 2> "$TMPD/$m.rel.err"; then
+		fail "$m: released run" "$(head -c 300 "$TMPD/$m.rel.err")"
+		continue
+	fi
+	if ! "$Q" run "$TMPD/$m.onnx" -i "$TMPD/$m.npz" -o "$TMPD/$m.keep.npz" --bench 3 -q --keep-weights \
+		> "$TMPD/$m.keep.out" 2> "$TMPD/$m.keep.err"; then
+		fail "$m: kept run" "$(head -c 300 "$TMPD/$m.keep.err")"
+		continue
+	fi
+	if cmp -s "$TMPD/$m.rel.npz" "$TMPD/$m.keep.npz"; then
+		pass "$m: same bytes with and without released weights (3 more runs each)"
+	else
+		fail "$m: outputs differ with and without --keep-weights"
+	fi
+	wr=$(sed -n 's/^memory: weights \([0-9.]*\) MiB.*/\1/p' "$TMPD/$m.rel.out")
+	wk=$(sed -n 's/^memory: weights \([0-9.]*\) MiB.*/\1/p' "$TMPD/$m.keep.out")
+	if [ -n "$wr" ] && [ -n "$wk" ] && awk -v a="$wr" -v b="$wk" 'BEGIN { exit !(a < b) }'; then
+		pass "$m: weights held $wk -> $wr MiB"
+	else
+		fail "$m: weights figure did not drop" "released '$wr', kept '$wk' MiB"
+	fi
+	"$PY" - "$TMPD/$m.onnx" "$TMPD/$m.npz" "$TMPD/$m.rel.npz" > "$TMPD/$m.cmp" 2>&1 <<'EOF'
+import sys
+import numpy as np
+import onnxruntime as ort
+s = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+feed = dict(np.load(sys.argv[2]))
+got = np.load(sys.argv[3])
+for o, want in zip(s.get_outputs(), s.run(None, feed)):
+    g = got[o.name]
+    if g.shape != want.shape or not np.allclose(g, want, rtol=2e-3, atol=2e-3):
+        print("%s: max diff %g" % (o.name, np.max(np.abs(g.astype(np.float64) - want))))
+        sys.exit(1)
+EOF
+	if [ $? -eq 0 ]; then pass "$m: matches onnxruntime"; else fail "$m: onnxruntime differs" "$(tail -3 "$TMPD/$m.cmp")"; fi
+done
+
+# batch 1, then 4, then 1 again in one process: the packed forms serve
+# every shape once the originals are gone
+mkdir -p "$TMPD/s"
+cp "$TMPD/mix1.npz" "$TMPD/s/a.npz"
+cp "$TMPD/mix4.npz" "$TMPD/s/b.npz"
+cp "$TMPD/mix1.npz" "$TMPD/s/c.npz"
+for m in mix mixext; do
+	if "$Q" run "$TMPD/$m.onnx" -s "$TMPD/s" > "$TMPD/$m.s.out" 2> "$TMPD/$m.s.err" &&
+	   grep -q '^sample 1: y float \[4,10\]' "$TMPD/$m.s.out" && grep -q '^sample 2: y float \[1,10\]' "$TMPD/$m.s.out"; then
+		pass "$m: batches 1, 4, 1 after the release"
+	else
+		fail "$m: batches 1, 4, 1 after the release" "$(head -c 300 "$TMPD/$m.s.err")"
+	fi
+done

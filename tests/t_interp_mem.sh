@@ -8,8 +8,10 @@
 #   MatMul weights, a grouped Conv with a folded normalization, a Conv whose
 #   output grid is narrower than a packed tile, a weight shared by two
 #   MatMuls, a weight that is also a graph output, a weight read by an If
-#   body, a Gemm (not packed: kept), and the same model with its weights in
-#   external data; all match onnxruntime;
+#   body, a Gemm, and the same model with its weights in external data;
+#   and on Gemms with constant B (transB 0 and 1, alpha, beta, C of shape
+#   [N], [1] and [1,N]); all match onnxruntime;
+# - the Gemms give the same bytes with 1 and 2 threads;
 # - the weights figure of --bench drops where weights were released;
 # - samples of other batch sizes after the release still run (the packed
 #   forms serve every shape).
@@ -82,6 +84,19 @@ onnx.save(m, D + "/mixext.onnx", save_as_external_data=True, all_tensors_to_one_
           location="mixext.data", size_threshold=1024)
 for n in (1, 4):
     np.savez(D + "/mix%d.npz" % n, x=r.standard_normal([n, 3, 12, 12]).astype(np.float32))
+# Gemms with constant B, packed with beta * C where C is one row
+gi = [nh.from_array(w([40, 48]), "g1"), nh.from_array(w([48]), "c1"),
+      nh.from_array(w([20, 48]), "g2"), nh.from_array(w([1]), "c2"),
+      nh.from_array(w([24, 20]), "g3"), nh.from_array(w([1, 24]), "c3")]
+gn = [h.make_node("Gemm", ["x", "g1", "c1"], ["y1"], alpha=0.5, beta=2.0),
+      h.make_node("Gemm", ["y1", "g2", "c2"], ["y2"], transB=1),
+      h.make_node("Gemm", ["y2", "g3", "c3"], ["y"], transB=1, alpha=1.5, beta=0.7)]
+g = h.make_graph(gn, "gemm", [h.make_tensor_value_info("x", T.FLOAT, ["N", 40])],
+                 [h.make_tensor_value_info("y", T.FLOAT, ["N", 24])], gi)
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+onnx.checker.check_model(m)
+onnx.save(m, D + "/gemm.onnx")
+np.savez(D + "/gemm.npz", x=r.standard_normal([37, 40]).astype(np.float32))
 EOF
 "$PY" "$TMPD/mk.py" "$TMPD" || { fail "interpreter memory models" "mk.py failed"; exit 0; }
 "$PY" "$ROOT/bench/interp-models.py" "$TMPD" > /dev/null || { fail "interpreter memory models" "interp-models.py failed"; exit 0; }
@@ -94,7 +109,7 @@ cp "$TMPD/mix4.npz" "$TMPD/mixext.npz"
 
 # MODEL: outputs of a released run (and its --bench repeats) equal a kept
 # one's bytes and onnxruntime's values; the weights figure drops
-for m in cnn transformer mix mixext; do
+for m in cnn transformer mix mixext gemm; do
 	if ! "$Q" run "$TMPD/$m.onnx" -i "$TMPD/$m.npz" -o "$TMPD/$m.rel.npz" --bench 3 -q \
 		> "$TMPD/$m.rel.out" 2> "$TMPD/$m.rel.err"; then
 		fail "$m: released run" "$(head -c 300 "$TMPD/$m.rel.err")"
@@ -132,6 +147,15 @@ for o, want in zip(s.get_outputs(), s.run(None, feed)):
 EOF
 	if [ $? -eq 0 ]; then pass "$m: matches onnxruntime"; else fail "$m: onnxruntime differs" "$(tail -3 "$TMPD/$m.cmp")"; fi
 done
+
+# the packed Gemms sum in one order whatever the thread count
+if "$Q" run "$TMPD/gemm.onnx" -i "$TMPD/gemm.npz" -o "$TMPD/gemm.t1.npz" -t 1 -q 2> "$TMPD/gemm.t.err" &&
+   "$Q" run "$TMPD/gemm.onnx" -i "$TMPD/gemm.npz" -o "$TMPD/gemm.t2.npz" -t 2 -q 2>> "$TMPD/gemm.t.err" &&
+   cmp -s "$TMPD/gemm.t1.npz" "$TMPD/gemm.t2.npz"; then
+	pass "gemm: same bytes with 1 and 2 threads"
+else
+	fail "gemm: results depend on the thread count" "$(head -c 300 "$TMPD/gemm.t.err")"
+fi
 
 # batch 1, then 4, then 1 again in one process: the packed forms serve
 # every shape once the originals are gone

@@ -6,7 +6,9 @@
  * cblas_sgemm (float32, float16 and bfloat16 through float32) or
  * cblas_dgemm (double) call, and a batched left operand against a plain
  * matrix is folded into a single call. Integer MatMul is a
- * plain loop. MatMulInteger and QLinearMatMul subtract the zero points into
+ * plain loop. Gemm with a constant B (and transA 0) multiplies B packed
+ * once for fgemm, alpha and C applied as the results are stored; other
+ * Gemms, and any without AVX-512, run cblas_sgemm. MatMulInteger and QLinearMatMul subtract the zero points into
  * doubles, whose dgemm is exact for 8-bit operands, and requantize. */
 #include <cblas.h>
 #include <math.h>
@@ -467,6 +469,69 @@ static int gemm_infer(InferCtx *c)
 	return 0;
 }
 
+/* B (and beta * C when it is the same for every row) of a Gemm whose B is
+ * a constant of the plan, packed for fgemm; kept in the node's cache */
+typedef struct GemmCache {
+	const void *b, *c;        /* the constant operands' data */
+	int64_t K, N;
+	FgemmB *pb;
+	float *cb;                /* beta * C per column, or NULL */
+} GemmCache;
+
+static void gemmcache_release(void *p)
+{
+	GemmCache *gc = p;
+	if (gc) {
+		fgemm_free_b(gc->pb);
+		free(gc->cb);
+		free(gc);
+	}
+}
+
+/* the node's cache for b of [K, N] (transposed in the graph when tb) and
+ * C's per-column terms cf[j * ccs] (cr 0: C does not vary by row; cf NULL
+ * when already packed), packed on first use; NULL when the packed product
+ * does not apply: OpenBLAS runs */
+static const GemmCache *gemm_cached(RunCtx *c, const Tensor *b, const float *bf, int64_t tb, const Tensor *cc,
+				    const float *cf, int64_t cr, int64_t ccs, float beta, int64_t K, int64_t N)
+{
+	if (!c->cache || !(c->const_in & 2) || K == 0 || N == 0 || !fgemm_available())
+		return NULL;
+	GemmCache *gc = c->cache->p;
+	if (gc && (c->cache->packed & 2) && (!b->data || gc->b == b->data) && gc->K == K && gc->N == N &&
+	    (!gc->cb || (cc && (!cc->data || gc->c == cc->data))))
+		return gc;
+	if (!bf)
+		return NULL;
+	gemmcache_release(gc);
+	gc = xcalloc(1, sizeof *gc);
+	*gc = (GemmCache){.b = b->data, .c = cc ? cc->data : NULL, .K = K, .N = N};
+	if (tb) {
+		/* b is [N, K]: the pack reads rows of [K, N] */
+		float *t = xmalloc(sizeof(float) * (size_t)(K * N));
+		for (int64_t j = 0; j < N; j++)
+			for (int64_t k = 0; k < K; k++)
+				t[k * N + j] = bf[j * K + k];
+		gc->pb = fgemm_pack_b(K, N, t, N);
+		free(t);
+	} else {
+		gc->pb = fgemm_pack_b(K, N, bf, N);
+	}
+	c->cache->p = gc;
+	c->cache->release = gemmcache_release;
+	c->cache->bytes = fgemm_packed_b_bytes(K, N);
+	c->cache->packed = 2;
+	/* a constant C of one row (a bias): beta * C kept too */
+	if (cc && cf && cr == 0 && (c->const_in & 4)) {
+		gc->cb = xmalloc(sizeof(float) * (size_t)N);
+		for (int64_t j = 0; j < N; j++)
+			gc->cb[j] = beta != 0.0f ? beta * cf[j * ccs] : 0.0f;
+		c->cache->bytes += sizeof(float) * (size_t)N;
+		c->cache->packed |= 4;
+	}
+	return gc;
+}
+
 static int gemm_run(RunCtx *c)
 {
 	const Tensor *a = c->in[0], *b = c->in[1], *cc = c->nin > 2 ? c->in[2] : NULL;
@@ -497,11 +562,20 @@ static int gemm_run(RunCtx *c)
 		cr = cd0 == 1 ? 0 : cd1;
 		ccs = cd1 == 1 ? 0 : 1;
 	}
+	/* B (and a one-row C) packed for fgemm when B is a constant and A
+	 * is read in place: their data may have been released */
+	const GemmCache *gc = !ta ? gemm_cached(c, b, NULL, tb, cc, NULL, cr, ccs, beta, K, N) : NULL;
+	int cpacked = gc && gc->cb;
+	if ((!gc && !b->data) || (cc && !cpacked && !cc->data))
+		return op_error(c->node, "weights were released but are needed again");
 	int64_t dims[2] = {M, N};
-	float *tA, *tB, *tC = NULL, *ty;
-	const float *af = nn_f32_in(c, a, &tA), *bf = nn_f32_in(c, b, &tB), *cf = NULL;
-	if (cc)
+	float *tA, *tB = NULL, *tC = NULL, *ty;
+	const float *af = nn_f32_in(c, a, &tA), *bf = gc ? NULL : nn_f32_in(c, b, &tB), *cf = NULL;
+	if (cc && !cpacked)
 		cf = nn_f32_in(c, cc, &tC);
+	if (!gc && !ta && M)
+		gc = gemm_cached(c, b, bf, tb, cc, cf, cr, ccs, beta, K, N);
+	cpacked = gc && gc->cb;
 	float *y = nn_f32_out(c, 0, a->dtype, 2, dims, &ty);
 	if (!y) {
 		free(tA);
@@ -509,12 +583,29 @@ static int gemm_run(RunCtx *c)
 		free(tC);
 		return -1;
 	}
-	for (int64_t i = 0; i < M; i++)
-		for (int64_t j = 0; j < N; j++)
-			y[i * N + j] = cf && beta != 0.0f ? beta * cf[i * cr + j * ccs] : 0.0f;
-	if (M && N && K)
-		cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-			    (int)M, (int)N, (int)K, alpha, af, (int)a->dims[1], bf, (int)b->dims[1], 1.0f, y, (int)N);
+	if (gc) {
+		/* y = alpha * (A B) + beta * C, as OpenBLAS's beta 1 on a y
+		 * holding beta * C computes it; each sum over K in one order */
+		fgemm_packed_b(M, af, K, gc->pb, y, N, c->threads);
+		if (alpha != 1.0f || cc)
+			for (int64_t i = 0; i < M; i++)
+				for (int64_t j = 0; j < N; j++) {
+					float t = alpha * y[i * N + j];
+					if (cpacked)
+						t += gc->cb[j];
+					else if (cf && beta != 0.0f)
+						t += beta * cf[i * cr + j * ccs];
+					y[i * N + j] = t;
+				}
+	} else {
+		for (int64_t i = 0; i < M; i++)
+			for (int64_t j = 0; j < N; j++)
+				y[i * N + j] = cf && beta != 0.0f ? beta * cf[i * cr + j * ccs] : 0.0f;
+		if (M && N && K)
+			cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+				    (int)M, (int)N, (int)K, alpha, af, (int)a->dims[1], bf, (int)b->dims[1], 1.0f, y,
+				    (int)N);
+	}
 	nn_f32_done(c->out[0], ty);
 	free(tA);
 	free(tB);

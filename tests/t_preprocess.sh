@@ -369,6 +369,45 @@ else
 	fail "convbn with external data" "$(tail -3 "$TMPD/logx")"
 fi
 
+# ---- dedup on external data: only equal bytes merge (same first 64 KiB
+# but a different last value, same bytes in other dims stay apart) ----
+XD=$TMPD/xd
+mkdir -p "$XD/rules" "$XD/models"
+"$PY" - "$XD/models/dupx.onnx" <<'EOF'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto as T, helper as h
+w1 = np.random.default_rng(5).standard_normal((256, 300)).astype(np.float32)
+w3 = w1.copy(); w3[-1, -1] += 1
+b = np.linspace(-1, 1, 300, dtype=np.float32)
+inits = [h.make_tensor(k, T.FLOAT, v.shape, v.tobytes(), raw=True) for k, v in
+         (("w1", w1), ("w2", w1.copy()), ("w3", w3), ("w4", w1.reshape(300, 256)), ("b1", b), ("b2", b.copy()))]
+n = [h.make_node("MatMul", ["x", "w1"], ["m1"]), h.make_node("Add", ["m1", "b1"], ["y1"]),
+     h.make_node("MatMul", ["x", "w2"], ["m2"]), h.make_node("Add", ["m2", "b2"], ["y2"]),
+     h.make_node("MatMul", ["x", "w3"], ["y3"]), h.make_node("MatMul", ["x2", "w4"], ["y4"])]
+g = h.make_graph(n, "dupx", [h.make_tensor_value_info("x", T.FLOAT, [1, 256]), h.make_tensor_value_info("x2", T.FLOAT, [1, 300])],
+                 [h.make_tensor_value_info(f"y{i}", T.FLOAT, [1, 300 if i < 4 else 256]) for i in range(1, 5)], inits)
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+onnx.save(m, sys.argv[1], save_as_external_data=True, all_tensors_to_one_file=True, location="dupx.data", size_threshold=0)
+EOF
+printf '[model dupx]\nsource = models/dupx.onnx\npreprocess = default\n' > "$XD/rules/main.rules"
+if "$Q" -C "$XD" > "$TMPD/logxd" 2>&1; then
+	P_SAVE=$P; P=$XD; ck dupx "$XD/models/dupx.onnx" "" inits; P=$P_SAVE
+	if "$PY" -c '
+import json, sys, onnx
+j = json.load(open(sys.argv[1]))
+names = sorted(i.name for i in onnx.load(sys.argv[2], load_external_data=False).graph.initializer)
+sys.exit(0 if j["passes"]["dedup"]["changed"] == 2 and names == ["b1", "w1", "w3", "w4"] else 1)' \
+		"$XD/build/dupx/preprocess.json" "$XD/build/dupx/dupx.onnx" 2>/dev/null; then
+		pass "dedup on external data merges exactly the equal initializers"
+	else
+		fail "dedup on external data merges exactly the equal initializers" "$(tr -d '\n ' < "$XD/build/dupx/preprocess.json")"
+	fi
+else
+	fail "dedup on external data" "$(tail -3 "$TMPD/logxd")"
+fi
+
 # ---- bad input ----
 E=$TMPD/e
 mkdir -p "$E/rules" && cp -r "$P/models" "$E/"

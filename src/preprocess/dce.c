@@ -20,6 +20,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "onnx/extdata.h"
 #include "preprocess/passes.h"
 
 /* every name read by a node of g or of its nested subgraphs */
@@ -144,13 +145,156 @@ static void rm_apply(const RenameMap *m, Onnx__GraphProto *g)
 	}
 }
 
+/* Bytes of mapped external data are read a window at a time and each
+ * window given back to the file once read (ext_release), so comparing
+ * initializers keeps at most a window of a weight resident however big
+ * the model. Only initializers of the same element type, dims and size are
+ * compared, by the hash of their first DEDUP_PREFIX bytes first (weights
+ * that differ almost always differ there), then by the hash of all their
+ * bytes, then byte by byte. */
+#define DEDUP_WINDOW ((size_t)16 << 20)
+#define DEDUP_PREFIX ((size_t)64 << 10)
+
 typedef struct InitKey {
 	Onnx__TensorProto *t;
-	uint64_t h;
+	uint64_t shape;        /* hash of type, dims and size: groups candidates */
+	size_t idx;            /* position among the candidates */
 	const void *data;
 	size_t len;
-	int owned;
+	int owned, mapped;
+	int have_pre, have_h;
+	uint64_t pre, h;
 } InitKey;
+
+/* full hashes of mapped bytes by address and size, kept for the whole run:
+ * a mapping is never written and stays until the model is freed, so a
+ * later round finds the same bytes at the same place */
+typedef struct DedupCache {
+	const void **p;
+	size_t *len;
+	uint64_t *h;
+	size_t cap, n;
+} DedupCache;
+
+static size_t dc_slot(const DedupCache *dc, const void *p, size_t len)
+{
+	uintptr_t key[2] = {(uintptr_t)p, len};
+	size_t i = (size_t)XXH3_64bits(key, sizeof key) & (dc->cap - 1);
+	while (dc->p[i] && (dc->p[i] != p || dc->len[i] != len))
+		i = (i + 1) & (dc->cap - 1);
+	return i;
+}
+
+static int dc_get(const DedupCache *dc, const void *p, size_t len, uint64_t *h)
+{
+	if (!dc || !dc->n)
+		return 0;
+	size_t i = dc_slot(dc, p, len);
+	if (!dc->p[i])
+		return 0;
+	*h = dc->h[i];
+	return 1;
+}
+
+static void dc_put(PrepCtx *c, const void *p, size_t len, uint64_t h)
+{
+	DedupCache *dc = c->dedup;
+	if (!dc)
+		dc = c->dedup = xcalloc(1, sizeof *dc);
+	if ((dc->n + 1) * 2 > dc->cap) {
+		DedupCache old = *dc;
+		dc->cap = old.cap ? old.cap * 2 : 64;
+		dc->p = xcalloc(dc->cap, sizeof *dc->p);
+		dc->len = xcalloc(dc->cap, sizeof *dc->len);
+		dc->h = xcalloc(dc->cap, sizeof *dc->h);
+		for (size_t i = 0; i < old.cap; i++)
+			if (old.p[i]) {
+				size_t s = dc_slot(dc, old.p[i], old.len[i]);
+				dc->p[s] = old.p[i], dc->len[s] = old.len[i], dc->h[s] = old.h[i];
+			}
+		free(old.p);
+		free(old.len);
+		free(old.h);
+	}
+	size_t s = dc_slot(dc, p, len);
+	if (!dc->p[s])
+		dc->n++;
+	dc->p[s] = p, dc->len[s] = len, dc->h[s] = h;
+}
+
+void prep_dedup_free(PrepCtx *c)
+{
+	if (!c->dedup)
+		return;
+	free(c->dedup->p);
+	free(c->dedup->len);
+	free(c->dedup->h);
+	free(c->dedup);
+	c->dedup = NULL;
+}
+
+/* n bytes at offset off of e read: give their pages back if mapped */
+static void give_back(const InitKey *e, size_t off, size_t n)
+{
+	if (e->mapped)
+		ext_release((const uint8_t *)e->data + off, n);
+}
+
+/* hash of e's first n bytes, a window at a time */
+static uint64_t hash_bytes(const InitKey *e, size_t n)
+{
+	XXH3_state_t *st = XXH3_createState();
+	if (!st)
+		fatalx(1, "out of memory (XXH3 state)");
+	XXH3_64bits_reset(st);
+	for (size_t o = 0; o < n; o += DEDUP_WINDOW) {
+		size_t w = n - o < DEDUP_WINDOW ? n - o : DEDUP_WINDOW;
+		XXH3_64bits_update(st, (const uint8_t *)e->data + o, w);
+		give_back(e, o, w);
+	}
+	uint64_t h = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	return h;
+}
+
+static uint64_t prefix_hash(InitKey *e)
+{
+	if (!e->have_pre) {
+		e->pre = hash_bytes(e, e->len < DEDUP_PREFIX ? e->len : DEDUP_PREFIX);
+		e->have_pre = 1;
+		/* the prefix is all of it */
+		if (e->len <= DEDUP_PREFIX)
+			e->h = e->pre, e->have_h = 1;
+	}
+	return e->pre;
+}
+
+static uint64_t full_hash(PrepCtx *c, InitKey *e)
+{
+	if (e->have_h)
+		return e->h;
+	if (!(e->mapped && dc_get(c->dedup, e->data, e->len, &e->h))) {
+		e->h = hash_bytes(e, e->len);
+		if (e->mapped)
+			dc_put(c, e->data, e->len, e->h);
+	}
+	e->have_h = 1;
+	return e->h;
+}
+
+/* a's and b's bytes (same size) equal, compared a window at a time */
+static int same_bytes(const InitKey *a, const InitKey *b)
+{
+	for (size_t o = 0; o < a->len; o += DEDUP_WINDOW) {
+		size_t w = a->len - o < DEDUP_WINDOW ? a->len - o : DEDUP_WINDOW;
+		int d = memcmp((const uint8_t *)a->data + o, (const uint8_t *)b->data + o, w);
+		give_back(a, o, w);
+		give_back(b, o, w);
+		if (d)
+			return 0;
+	}
+	return 1;
+}
 
 static int same_shape(const Onnx__TensorProto *a, const Onnx__TensorProto *b)
 {
@@ -160,6 +304,41 @@ static int same_shape(const Onnx__TensorProto *a, const Onnx__TensorProto *b)
 		if (a->dims[i] != b->dims[i])
 			return 0;
 	return 1;
+}
+
+static uint64_t shape_key(const Onnx__TensorProto *t, size_t len)
+{
+	uint64_t seed = XXH3_64bits(&len, sizeof len) ^ (uint64_t)t->data_type;
+	return t->n_dims ? XXH3_64bits_withSeed(t->dims, t->n_dims * sizeof *t->dims, seed) : seed;
+}
+
+/* by shape key, then initializer order: groups of candidates, each in order */
+static int by_shape(const void *x, const void *y)
+{
+	const InitKey *const *a = x, *const *b = y;
+	if ((*a)->shape != (*b)->shape)
+		return (*a)->shape < (*b)->shape ? -1 : 1;
+	return (*a)->idx < (*b)->idx ? -1 : (*a)->idx > (*b)->idx;
+}
+
+/* in one group (in initializer order): a later duplicate of an earlier
+ * kept one maps to it and is marked dropped */
+static void dedup_group(PrepCtx *c, Onnx__GraphProto *g, InitKey **v, size_t n, char *drop, RenameMap *map,
+			size_t *nmap)
+{
+	for (size_t i = 1; i < n; i++)
+		for (size_t p = 0; p < i; p++) {
+			InitKey *a = v[p], *b = v[i];
+			if (drop[a->idx] || a->len != b->len || !same_shape(a->t, b->t) ||
+			    prefix_hash(a) != prefix_hash(b) || full_hash(c, a) != full_hash(c, b) ||
+			    !same_bytes(a, b) || pg_sub_defines(g, a->t->name))
+				continue;
+			rm_put(map, b->t->name, a->t->name);
+			(*nmap)++;
+			drop[b->idx] = 1;
+			c->stat->changed++;
+			break;
+		}
 }
 
 int prep_dedup(PrepCtx *c, Onnx__GraphProto *g)
@@ -174,15 +353,18 @@ int prep_dedup(PrepCtx *c, Onnx__GraphProto *g)
 		    t->data_type == DT_UNDEFINED || pg_sub_defines(g, t->name))
 			continue;
 		InitKey *e = &k[nk];
+		/* a pointer into the mapping or raw_data: nothing read yet */
 		if (model_tensor_bytes(c->m, t, &e->data, &e->len, &e->owned) < 0) {
 			r = error_prefix("initializer '%s'", t->name);
 			break;
 		}
 		e->t = t;
-		e->h = XXH3_64bits(e->data, e->len);
+		e->idx = nk;
+		e->mapped = !e->owned && e->len && t->has_data_location &&
+			    t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+		e->shape = shape_key(t, e->len);
 		nk++;
 	}
-	/* a later duplicate of an earlier kept one: readers switch, it goes */
 	char *drop = xcalloc(nk ? nk : 1, 1);
 	RenameMap map = {0};
 	map.cap = 16;
@@ -191,17 +373,18 @@ int prep_dedup(PrepCtx *c, Onnx__GraphProto *g)
 	map.from = xcalloc(map.cap, sizeof *map.from);
 	map.to = xcalloc(map.cap, sizeof *map.to);
 	size_t nmap = 0;
-	for (size_t i = 0; i < nk && r == 0; i++)
-		for (size_t p = 0; p < i; p++) {
-			if (drop[p] || k[p].h != k[i].h || k[p].len != k[i].len || !same_shape(k[p].t, k[i].t) ||
-			    memcmp(k[p].data, k[i].data, k[i].len) || pg_sub_defines(g, k[p].t->name))
-				continue;
-			rm_put(&map, k[i].t->name, k[p].t->name);
-			nmap++;
-			drop[i] = 1;
-			c->stat->changed++;
-			break;
-		}
+	InitKey **v = xcalloc(nk ? nk : 1, sizeof *v);
+	for (size_t i = 0; i < nk; i++)
+		v[i] = &k[i];
+	if (r == 0 && nk > 1)
+		qsort(v, nk, sizeof *v, by_shape);
+	for (size_t s = 0, e; r == 0 && s < nk; s = e) {
+		for (e = s + 1; e < nk && v[e]->shape == v[s]->shape;)
+			e++;
+		if (e - s > 1)
+			dedup_group(c, g, v + s, e - s, drop, &map, &nmap);
+	}
+	free(v);
 	if (nmap)
 		rm_apply(&map, g);
 	free(map.from);

@@ -89,6 +89,32 @@ static int foldable(PrepCtx *c, const Onnx__GraphProto *g, const Onnx__NodeProto
 	return 1;
 }
 
+/* operators whose one output has exactly the bytes of input 0 (same
+ * element type and count) */
+static const char *const same_size[] = {
+	"Identity", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Neg", "Abs", "Relu", "Sigmoid",
+	"Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Erf",
+};
+
+/* is n's output known to exceed limit before running it: input 0 of a
+ * same_size operator is over it. Such a node (a Transpose of a big weight)
+ * is skipped without reading its input, which may be gigabytes of mapped
+ * external data; running it would only find the output over the limit. */
+static int over_before(PrepCtx *c, const Onnx__NodeProto *n, size_t limit)
+{
+	int same = 0;
+	for (size_t i = 0; i < ARRAY_LEN(same_size) && !same; i++)
+		same = !strcmp(n->op_type, same_size[i]);
+	if (!same || n->n_input < 1 || !*n->input[0] || n->n_output != 1 || !*n->output[0])
+		return 0;
+	const Onnx__TensorProto *t = const_init(c, n->input[0]);
+	int64_t ne = t ? tensor_proto_numel(t) : -1;
+	if (ne < 0 || !t->has_data_type || t->data_type == DT_STRING || t->data_type <= 0 || t->data_type >= DT_MAX ||
+	    !dtype_bits(t->data_type))
+		return 0;
+	return dtype_nbytes(t->data_type, ne) > limit;
+}
+
 /* run node n on its constant inputs; 1 folded, 0 skipped (reported), -1 */
 static int fold_node(PrepCtx *c, Onnx__GraphProto *g, size_t idx)
 {
@@ -102,6 +128,14 @@ static int fold_node(PrepCtx *c, Onnx__GraphProto *g, size_t idx)
 				node_label(n, lb, sizeof lb), n->op_type);
 		return 0;
 	}
+	size_t limit = c->o->fold_limit ? c->o->fold_limit : PREP_FOLD_LIMIT;
+	if (over_before(c, n, limit)) {
+		c->stat->skipped++;
+		if (c->o->log)
+			fprintf(c->o->log, "preprocess: fold: %s (%s): an output exceeds the fold limit of %zu bytes, left as it is\n",
+				node_label(n, lb, sizeof lb), n->op_type, limit);
+		return 0;
+	}
 	size_t nin = n->n_input, nout = n->n_output;
 	Tensor *in = xcalloc(nin ? nin : 1, sizeof *in);
 	Tensor *out = xcalloc(nout, sizeof *out);
@@ -111,14 +145,13 @@ static int fold_node(PrepCtx *c, Onnx__GraphProto *g, size_t idx)
 	for (size_t k = 0; k < nin && r == 1; k++) {
 		if (!*n->input[k])
 			continue;
-		if (tensor_from_proto(c->m, const_init(c, n->input[k]), &in[k]) < 0)
+		if (pg_tensor(c->m, const_init(c, n->input[k]), &in[k]) < 0)
 			r = 0;
 		pin[k] = &in[k];
 	}
 	for (size_t k = 0; k < nout; k++)
 		pout[k] = &out[k];
 	const char *why = NULL;
-	size_t limit = c->o->fold_limit ? c->o->fold_limit : PREP_FOLD_LIMIT;
 	if (r == 1) {
 		RunCtx rc = {
 			.node = n, .opset = model_opset(c->m->proto, ""), .nin = nin, .nout = nout,
@@ -243,7 +276,7 @@ static int part_vec(PrepCtx *c, const Onnx__GraphProto *g, const char *name, Par
 		if ((t->data_type != DT_INT64 && t->data_type != DT_INT32) || t->n_dims != 1 || n < 0 || n > QM_MAX_RANK)
 			return 0;
 		Tensor x = {0};
-		if (tensor_from_proto(c->m, t, &x) < 0)
+		if (pg_tensor(c->m, t, &x) < 0)
 			return -1;
 		p->n = (int)n;
 		for (int64_t i = 0; i < n; i++)

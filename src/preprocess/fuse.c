@@ -33,7 +33,7 @@ static int load_float(PrepCtx *c, const Onnx__GraphProto *g, const char *name, T
 	const Onnx__TensorProto *p = name && *name ? pg_init(g, name) : NULL;
 	if (!p || pg_is_input(g, name) || p->data_type != DT_FLOAT)
 		return 0;
-	return tensor_from_proto(c->m, p, t) < 0 ? -1 : 1;
+	return pg_tensor(c->m, p, t) < 0 ? -1 : 1;
 }
 
 static int bn_inference(PrepCtx *c, const Onnx__GraphProto *g, const Onnx__NodeProto *bn)

@@ -8,6 +8,7 @@
 
 #include <xxhash.h>
 
+#include "onnx/extdata.h"
 #include "preprocess/passes.h"
 
 /* ---- a set of strings (borrowed pointers), open addressing ---- */
@@ -371,5 +372,27 @@ int pg_each_subgraph(PrepCtx *c, Onnx__GraphProto *g, int (*fn)(PrepCtx *, Onnx_
 					return -1;
 		}
 	}
+	return 0;
+}
+
+void pg_done_bytes(const Onnx__TensorProto *t, const void *d, size_t len, int owned)
+{
+	if (owned)
+		free((void *)d);
+	else if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+		ext_release(d, len);
+}
+
+int pg_tensor(Model *m, const Onnx__TensorProto *p, Tensor *t)
+{
+	if (tensor_from_proto(m, p, t) < 0)
+		return -1;
+	const void *d;
+	size_t len;
+	int owned;
+	/* the copy is made: the mapped source pages can go (a pointer, nothing read) */
+	if (p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL &&
+	    t->dtype != DT_STRING && model_tensor_bytes(m, p, &d, &len, &owned) == 0)
+		pg_done_bytes(p, d, len, owned);
 	return 0;
 }

@@ -136,6 +136,7 @@ int prep_run(Model *m, const PrepOpts *o, PrepReport *r)
 	}
 	pv_free(&c.tried);
 	pv_free(&c.scopes);
+	prep_dedup_free(&c);
 	if (rc == 0)
 		rc = clean_value_info(&c, g);
 	r->nodes_after = g->n_node;

@@ -84,6 +84,7 @@ typedef struct PrepCtx {
 	PtrVec tried;         /* nodes fold skipped: not retried in later rounds */
 	PtrVec scopes;        /* fold: a NameMap of constants (const_init in fold.c) per
 	                       * enclosing graph, outermost first, then the folded one */
+	struct DedupCache *dedup; /* dedup: hashes of mapped initializers, kept for the run */
 } PrepCtx;
 
 int prep_identity(PrepCtx *c, Onnx__GraphProto *g);
@@ -96,6 +97,8 @@ int prep_matmul_add(PrepCtx *c, Onnx__GraphProto *g);
 int prep_dedup(PrepCtx *c, Onnx__GraphProto *g);
 int prep_cse(PrepCtx *c, Onnx__GraphProto *g);
 int prep_dce(PrepCtx *c, Onnx__GraphProto *g);
+/* free what dedup keeps between rounds */
+void prep_dedup_free(PrepCtx *c);
 
 /* ---- helpers shared by the passes (graph.c) ---- */
 
@@ -153,6 +156,13 @@ void pg_remove_node(Onnx__GraphProto *g, size_t i);
 char *pg_fresh_name(PrepCtx *c, const Onnx__GraphProto *g, const char *base);
 /* add an initializer built from t (t is freed) */
 void pg_add_init(Onnx__GraphProto *g, const char *name, Tensor *t);
+/* t's bytes d, len from model_tensor_bytes are read: freed when owned,
+ * their pages given back to the file when they are mapped external data
+ * (ext_release), so reading the weights of a big model one by one keeps
+ * none of them resident */
+void pg_done_bytes(const Onnx__TensorProto *t, const void *d, size_t len, int owned);
+/* tensor_from_proto, then pg_done_bytes on the source */
+int pg_tensor(Model *m, const Onnx__TensorProto *p, Tensor *t);
 /* apply fn to every subgraph of every node of g */
 int pg_each_subgraph(PrepCtx *c, Onnx__GraphProto *g, int (*fn)(PrepCtx *, Onnx__GraphProto *));
 

@@ -33,8 +33,7 @@ static int const_false(Model *m, const Onnx__GraphProto *g, const char *name)
 	if (model_tensor_bytes(m, t, &d, &len, &owned) < 0)
 		return -1;
 	int r = len == 1 && ((const uint8_t *)d)[0] == 0;
-	if (owned)
-		free((void *)d);
+	pg_done_bytes(t, d, len, owned);
 	return r;
 }
 
@@ -65,7 +64,7 @@ static int const_ints(Model *m, const Onnx__GraphProto *g, const char *name, int
 	    t->dims[0] > 16)
 		return -1;
 	Tensor x = {0};
-	if (tensor_from_proto(m, t, &x) < 0)
+	if (pg_tensor(m, t, &x) < 0)
 		return -1;
 	for (int64_t i = 0; i < x.numel; i++)
 		v[i] = tensor_get_i64(&x, i);
@@ -167,10 +166,10 @@ static int zero_bytes(Model *m, const Onnx__TensorProto *t)
 	if (t->data_type == DT_STRING || model_tensor_bytes(m, t, &d, &len, &owned) < 0)
 		return 0;
 	int z = 1;
-	for (size_t i = 0; i < len && z; i++)
+	size_t i = 0;
+	for (; i < len && z; i++)
 		z = ((const uint8_t *)d)[i] == 0;
-	if (owned)
-		free((void *)d);
+	pg_done_bytes(t, d, i, owned);
 	return z;
 }
 

@@ -231,37 +231,14 @@ static const char *scope_get(const Scope *sc, const char *name)
 
 /* ---- attributes ---- */
 
-/* FunctionProto.attribute_proto (field 11, newer than this build's
- * onnx.proto, so kept as an unknown field): the attributes' defaults */
+/* the function's attribute defaults (function_attr_defaults()), owned by in */
 static int load_defaults(Inlined *in, Call *c)
 {
-	const Onnx__FunctionProto *f = c->f;
-	char fb[256];
-	for (unsigned i = 0; i < f->base.n_unknown_fields; i++) {
-		const ProtobufCMessageUnknownField *u = &f->base.unknown_fields[i];
-		if (u->tag != 11 || u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
-			continue;
-		/* the payload may still carry its varint length prefix */
-		uint64_t len = 0;
-		size_t k = 0;
-		for (int shift = 0; k < u->len && shift < 64; shift += 7) {
-			len |= (uint64_t)(u->data[k] & 0x7f) << shift;
-			if (!(u->data[k++] & 0x80))
-				break;
-		}
-		const uint8_t *p = u->data;
-		size_t n = u->len;
-		if (k + len == u->len) {
-			p += k;
-			n = (size_t)len;
-		}
-		Onnx__AttributeProto *a = onnx__attribute_proto__unpack(NULL, n, p);
-		if (!a)
-			return error("function '%s': unreadable attribute default", fname(f, fb, sizeof fb));
-		pv_push(&in->unpacked, a);
-		pv_push(&c->dflt, a);
-	}
-	return 0;
+	size_t from = c->dflt.n;
+	int r = function_attr_defaults(c->f, &c->dflt);
+	for (size_t i = from; i < c->dflt.n; i++)
+		pv_push(&in->unpacked, c->dflt.v[i]);
+	return r;
 }
 
 /* the value of the call's attribute name: the caller's, else the default */

@@ -432,41 +432,23 @@ static int graph_has_attr_ref(const Onnx__GraphProto *g)
 	return 0;
 }
 
-/* The default of function attribute name, from FunctionProto.attribute_proto
- * (field 11, newer than this build's onnx.proto, so kept as an unknown field).
+/* The default of function attribute name (see function_attr_defaults());
  * *out is NULL when there is none; the caller frees it. */
 static int function_attr_default(const Onnx__FunctionProto *f, const char *name,
 				 Onnx__AttributeProto **out)
 {
 	*out = NULL;
-	for (unsigned i = 0; i < f->base.n_unknown_fields; i++) {
-		const ProtobufCMessageUnknownField *u = &f->base.unknown_fields[i];
-		if (u->tag != 11 || u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
-			continue;
-		/* the payload may still carry its varint length prefix */
-		uint64_t len = 0;
-		size_t k = 0;
-		for (int shift = 0; k < u->len && shift < 64; shift += 7) {
-			len |= (uint64_t)(u->data[k] & 0x7f) << shift;
-			if (!(u->data[k++] & 0x80))
-				break;
-		}
-		const uint8_t *p = u->data;
-		size_t n = u->len;
-		if (k + len == u->len) {
-			p += k;
-			n = (size_t)len;
-		}
-		Onnx__AttributeProto *a = onnx__attribute_proto__unpack(NULL, n, p);
-		if (!a)
-			return error("function '%s': unreadable attribute default", f->name);
-		if (a->name && !strcmp(a->name, name)) {
+	PtrVec v = {0};
+	int r = function_attr_defaults(f, &v);
+	for (size_t i = 0; i < v.n; i++) {
+		Onnx__AttributeProto *a = v.v[i];
+		if (r == 0 && !*out && a->name && !strcmp(a->name, name))
 			*out = a;
-			return 0;
-		}
-		onnx__attribute_proto__free_unpacked(a, NULL);
+		else
+			onnx__attribute_proto__free_unpacked(a, NULL);
 	}
-	return 0;
+	pv_free(&v);
+	return r;
 }
 
 /* Infer a call of model-local function f by node n: the body is inferred

@@ -144,3 +144,31 @@ const char *node_input(const Onnx__NodeProto *n, size_t i)
 		return NULL;
 	return n->input[i];
 }
+
+int function_attr_defaults(const Onnx__FunctionProto *f, PtrVec *out)
+{
+	for (unsigned i = 0; i < f->base.n_unknown_fields; i++) {
+		const ProtobufCMessageUnknownField *u = &f->base.unknown_fields[i];
+		if (u->tag != 11 || u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
+			continue;
+		/* the payload may still carry its varint length prefix */
+		uint64_t len = 0;
+		size_t k = 0;
+		for (int shift = 0; k < u->len && shift < 64; shift += 7) {
+			len |= (uint64_t)(u->data[k] & 0x7f) << shift;
+			if (!(u->data[k++] & 0x80))
+				break;
+		}
+		const uint8_t *p = u->data;
+		size_t n = u->len;
+		if (k + len == u->len) {
+			p += k;
+			n = (size_t)len;
+		}
+		Onnx__AttributeProto *a = onnx__attribute_proto__unpack(NULL, n, p);
+		if (!a)
+			return error("function '%s': unreadable attribute default", f->name ? f->name : "");
+		pv_push(out, a);
+	}
+	return 0;
+}

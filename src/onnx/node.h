@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "onnx/model.h"
+#include "util.h"
 
 /* display name of a node for messages: its name, else "OpType(output0)" */
 const char *node_label(const Onnx__NodeProto *n, char *buf, size_t size);
@@ -26,5 +27,12 @@ int attr_tensor(const Onnx__NodeProto *n, const char *name, const Onnx__TensorPr
 int attr_graph(const Onnx__NodeProto *n, const char *name, const Onnx__GraphProto **g);
 /* input i's name, or NULL when absent (beyond n_input or empty string) */
 const char *node_input(const Onnx__NodeProto *n, size_t i);
+/* The attribute defaults of model-local function f
+ * (FunctionProto.attribute_proto, field 11: newer than this build's
+ * onnx.proto, so kept as an unknown field), unpacked and appended to out
+ * as Onnx__AttributeProto * (the caller frees them with
+ * onnx__attribute_proto__free_unpacked). -1 after error() when one is
+ * unreadable (those appended before stay in out). */
+int function_attr_defaults(const Onnx__FunctionProto *f, PtrVec *out);
 
 #endif

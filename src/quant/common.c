@@ -451,6 +451,32 @@ void quant_report_free(QuantReport *rep)
 	sb_release(&rep->tensors);
 }
 
+void qc_report_skipped(QuantReport *rep, const Onnx__GraphProto *g, const char *scope, const char *why)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		qc_report_node_in(rep, scope, n, "skipped", why);
+		for (size_t a = 0; a < n->n_attribute; a++)
+			if (n->attribute[a]->g) {
+				char *sub = qg_scope(scope, n, n->attribute[a]);
+				qc_report_skipped(rep, n->attribute[a]->g, sub, why);
+				free(sub);
+			}
+	}
+}
+
+int qc_body_ran(const CalibStats *s, const Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_input; i++)
+		if (g->input[i]->name && calib_find(s, g->input[i]->name))
+			return 1;
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_output; k++)
+			if (calib_find(s, g->node[i]->output[k]))
+				return 1;
+	return 0;
+}
+
 /* Constant nodes holding a float tensor become initializers of their graph
  * (as preprocess's fold pass does): the rewrites find weights among
  * initializers, and exporters that write weights as Constant nodes

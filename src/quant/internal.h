@@ -75,6 +75,11 @@ void qc_report_node(QuantReport *rep, const Onnx__NodeProto *n, const char *stat
 /* the same for node n of subgraph scope: named "scope/name" in quant.json */
 void qc_report_node_in(QuantReport *rep, const char *scope, const Onnx__NodeProto *n, const char *status,
 		       const char *reason);
+/* every node of g and of its subgraphs, in scope, "skipped" for why */
+void qc_report_skipped(QuantReport *rep, const Onnx__GraphProto *g, const char *scope, const char *why);
+/* whether calibration ran subgraph g (s holds one of its inputs or node
+ * outputs): a branch never taken has no statistics */
+int qc_body_ran(const CalibStats *s, const Onnx__GraphProto *g);
 void qc_report_tensor(QuantReport *rep, const char *name, int dtype, int64_t n, const float *scales,
 		      const int32_t *zps, int axis);
 

@@ -533,19 +533,6 @@ static void ctx_free(Ctx *c)
 	free(c->mm);
 }
 
-/* did calibration run g? (a tensor g defines has statistics) */
-static int ran(const CalibStats *s, const Onnx__GraphProto *g)
-{
-	for (size_t i = 0; i < g->n_input; i++)
-		if (g->input[i]->name && calib_find(s, g->input[i]->name))
-			return 1;
-	for (size_t i = 0; i < g->n_node; i++)
-		for (size_t k = 0; k < g->node[i]->n_output; k++)
-			if (calib_find(s, g->node[i]->output[k]))
-				return 1;
-	return 0;
-}
-
 /* note why node n of c's scope stayed float, for "nothing to quantize"
  * (up to three distinct reasons) */
 static void note_why(Ctx *c, const char *scope, const Onnx__NodeProto *n, const char *why)
@@ -558,20 +545,13 @@ static void note_why(Ctx *c, const char *scope, const Onnx__NodeProto *n, const 
 	(*c->nwhy)++;
 }
 
-/* every node of g and of its subgraphs stays float for why */
+/* every node of g and of its subgraphs stays float for why (noted once:
+ * note_why keeps distinct reasons) */
 static void report_skipped(Ctx *c, const Onnx__GraphProto *g, const char *scope, const char *why)
 {
-	for (size_t i = 0; i < g->n_node; i++) {
-		const Onnx__NodeProto *n = g->node[i];
-		qc_report_node_in(c->rep, scope, n, "skipped", why);
-		note_why(c, scope, n, why);
-		for (size_t a = 0; a < n->n_attribute; a++)
-			if (n->attribute[a]->g) {
-				char *sub = qg_scope(scope, n, n->attribute[a]);
-				report_skipped(c, n->attribute[a]->g, sub, why);
-				free(sub);
-			}
-	}
+	qc_report_skipped(c->rep, g, scope, why);
+	if (g->n_node)
+		note_why(c, scope, g->node[0], why);
 }
 
 static int quant_graph(Ctx *c);
@@ -587,7 +567,7 @@ static int quant_bodies(Ctx *c, Onnx__NodeProto *n)
 		if (!b)
 			continue;
 		char *scope = qg_scope(c->scope, n, n->attribute[a]);
-		if (!ran(c->stats, b)) {
+		if (!qc_body_ran(c->stats, b)) {
 			report_skipped(c, b, scope, "its subgraph never ran during calibration (a branch not taken): no statistics");
 		} else {
 			Ctx s = {.parent = c, .scope = scope, .nq = c->nq, .why = c->why, .nwhy = c->nwhy, .m = c->m,

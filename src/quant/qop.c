@@ -855,33 +855,6 @@ static int nothing_error(Ctx *c, char **why)
 	return r;
 }
 
-/* did calibration run graph g (a body): has any of its tensors statistics? */
-static int body_ran(const CalibStats *s, const Onnx__GraphProto *g)
-{
-	for (size_t i = 0; i < g->n_input; i++)
-		if (g->input[i]->name && calib_find(s, g->input[i]->name))
-			return 1;
-	for (size_t i = 0; i < g->n_node; i++)
-		for (size_t k = 0; k < g->node[i]->n_output; k++)
-			if (calib_find(s, g->node[i]->output[k]))
-				return 1;
-	return 0;
-}
-
-/* every node of g and of its subgraphs, in scope, skipped for why */
-static void report_skipped(QuantReport *rep, const Onnx__GraphProto *g, const char *scope, const char *why)
-{
-	for (size_t i = 0; i < g->n_node; i++) {
-		const Onnx__NodeProto *n = g->node[i];
-		qc_report_node_in(rep, scope, n, "skipped", why);
-		for (size_t a = 0; a < n->n_attribute; a++)
-			if (n->attribute[a]->g) {
-				char *sub = qg_scope(scope, n, n->attribute[a]);
-				report_skipped(rep, n->attribute[a]->g, sub, why);
-				free(sub);
-			}
-	}
-}
 
 static int qop_graph(Ctx *c);
 
@@ -896,8 +869,8 @@ static int qop_bodies(Ctx *c, Onnx__NodeProto *n)
 		if (!b)
 			continue;
 		char *scope = qg_scope(c->scope, n, n->attribute[a]);
-		if (!body_ran(c->stats, b)) {
-			report_skipped(c->rep, b, scope,
+		if (!qc_body_ran(c->stats, b)) {
+			qc_report_skipped(c->rep, b, scope,
 				       "its subgraph never ran during calibration (a branch not taken): no statistics");
 		} else {
 			Ctx s = {.m = c->m, .g = b, .parent = c, .scope = scope, .nq = c->nq, .ms = c->ms,

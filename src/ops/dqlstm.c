@@ -35,22 +35,29 @@
 
 enum { DQ_X, DQ_W, DQ_R, DQ_WS = 8, DQ_WZ, DQ_RS, DQ_RZ, DQ_NIN };
 
+/* hidden_size and direction of node n with nin inputs, checked */
+static int dq_attrs(const Onnx__NodeProto *n, size_t nin, int64_t *hid, char *dir, size_t dirsize)
+{
+	if (attr_int(n, "hidden_size", -1, hid) < 0 || attr_str(n, "direction", "forward", dir, dirsize) < 0)
+		return -1;
+	if (*hid <= 0)
+		return op_error(n, "attribute hidden_size is required");
+	if (node_attr(n, "layout"))
+		return op_error(n, "DynamicQuantizeLSTM has no attribute 'layout'");
+	if (nin < DQ_NIN)
+		return op_error(n, "%zu inputs, expected 12 (X, W, R, B, sequence_lens, initial_h, initial_c, P, W_scale, W_zero_point, R_scale, R_zero_point)",
+				nin);
+	return 0;
+}
+
 /* ---- inference ---- */
 
 static int dqlstm_infer(InferCtx *c)
 {
 	int64_t hid;
 	char dir[32];
-	if (attr_int(c->node, "hidden_size", -1, &hid) < 0 ||
-	    attr_str(c->node, "direction", "forward", dir, sizeof dir) < 0)
+	if (dq_attrs(c->node, c->nin, &hid, dir, sizeof dir) < 0)
 		return -1;
-	if (hid <= 0)
-		return op_error(c->node, "attribute hidden_size is required");
-	if (node_attr(c->node, "layout"))
-		return op_error(c->node, "DynamicQuantizeLSTM has no attribute 'layout'");
-	if (c->nin < DQ_NIN)
-		return op_error(c->node, "%zu inputs, expected 12 (X, W, R, B, sequence_lens, initial_h, initial_c, P, W_scale, W_zero_point, R_scale, R_zero_point)",
-				c->nin);
 	for (size_t i = 0; i < DQ_NIN; i++)
 		if ((i <= DQ_R || i >= DQ_WS) && infer_need(c, i) < 0)
 			return -1;
@@ -265,15 +272,8 @@ static int dqlstm_run(RunCtx *c)
 {
 	int64_t hid;
 	char dir[32];
-	if (attr_int(c->node, "hidden_size", -1, &hid) < 0 ||
-	    attr_str(c->node, "direction", "forward", dir, sizeof dir) < 0)
+	if (dq_attrs(c->node, c->nin, &hid, dir, sizeof dir) < 0)
 		return -1;
-	if (hid <= 0)
-		return op_error(c->node, "attribute hidden_size is required");
-	if (node_attr(c->node, "layout"))
-		return op_error(c->node, "DynamicQuantizeLSTM has no attribute 'layout'");
-	if (c->nin < DQ_NIN)
-		return op_error(c->node, "%zu inputs, expected 12", c->nin);
 	for (size_t i = 0; i < DQ_NIN; i++)
 		if ((i <= DQ_R || i >= DQ_WS) && run_need(c, i) < 0)
 			return -1;

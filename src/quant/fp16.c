@@ -355,22 +355,21 @@ static void decide(FCtx *f, GCtx *c, size_t i)
 	c->why[i] = why;
 }
 
-/* mark the values of c that body graph b (and its own bodies) reads */
-static void mark_body_reads(GCtx *c, const Onnx__GraphProto *b)
+/* mark the values of c that node n (and the bodies it holds) reads */
+static void mark_node_reads(GCtx *c, const Onnx__NodeProto *n)
 {
-	for (size_t i = 0; i < b->n_node; i++) {
-		const Onnx__NodeProto *n = b->node[i];
-		for (size_t k = 0; k < n->n_input; k++) {
-			Val *v = *n->input[k] ? val_find(c, n->input[k]) : NULL;
-			if (v)
-				v->conv_reader = 1;
-		}
-		for (size_t k = 0; k < n->n_attribute; k++) {
-			if (n->attribute[k]->g)
-				mark_body_reads(c, n->attribute[k]->g);
-			for (size_t j = 0; j < n->attribute[k]->n_graphs; j++)
-				mark_body_reads(c, n->attribute[k]->graphs[j]);
-		}
+	for (size_t k = 0; k < n->n_input; k++) {
+		Val *v = *n->input[k] ? val_find(c, n->input[k]) : NULL;
+		if (v)
+			v->conv_reader = 1;
+	}
+	for (size_t k = 0; k < n->n_attribute; k++) {
+		const Onnx__AttributeProto *a = n->attribute[k];
+		for (size_t i = 0; a->g && i < a->g->n_node; i++)
+			mark_node_reads(c, a->g->node[i]);
+		for (size_t j = 0; j < a->n_graphs; j++)
+			for (size_t i = 0; i < a->graphs[j]->n_node; i++)
+				mark_node_reads(c, a->graphs[j]->node[i]);
 	}
 }
 
@@ -378,19 +377,8 @@ static void mark_readers(GCtx *c)
 {
 	for (size_t i = 0; i < c->g->n_node; i++) {
 		const Onnx__NodeProto *n = c->g->node[i];
-		if (c->dec[i] != DEC_CONV)
-			continue;
-		for (size_t k = 0; k < n->n_input; k++) {
-			Val *v = *n->input[k] ? val_find(c, n->input[k]) : NULL;
-			if (v)
-				v->conv_reader = 1;
-		}
-		for (size_t k = 0; k < n->n_attribute; k++) {
-			if (n->attribute[k]->g)
-				mark_body_reads(c, n->attribute[k]->g);
-			for (size_t j = 0; j < n->attribute[k]->n_graphs; j++)
-				mark_body_reads(c, n->attribute[k]->graphs[j]);
-		}
+		if (c->dec[i] == DEC_CONV)
+			mark_node_reads(c, n);
 	}
 	for (size_t i = 0; i < c->g->n_output; i++)
 		if (c->io == DT_FLOAT16) {

@@ -462,3 +462,30 @@ printf '[model v]\nsource = digits.onnx\nquantize = fp16\nverify.data = test.npz
 expect_err "verify.auto-exclude without integer quantization" 2 "m.rules:5: model 'v': verify.auto-exclude needs quantize = static or dynamic .*not quantize = fp16" "$Q" -C "$P"
 printf '[model v]\nsource = digits.onnx\nverify.data = test.npz\n' > "$P/rules/m.rules"
 expect_err "verify without quantize names what is missing" 2 "stage verify needs a quantize stage" "$Q" -C "$P"
+
+# ---- a sample of stacked rows runs a chunk of rows at a time: the same
+# figures as one sample per row (the per-layer sums in another order only) ----
+mkdir -p "$P/data/rows"
+"$PY" -c "
+import numpy as np
+t = np.load('$P/test.npz')
+for i in range(len(t['labels'])):
+    np.savez('$P/data/rows/%03d.npz' % i, input=t['input'][i:i + 1], labels=t['labels'][i:i + 1])
+"
+rules "verify.data = test.npz" "verify.labels = labels" "verify.min-sqnr = 20"
+"$Q" -C "$P" > "$TMPD/log_st" 2>&1 && cp "$P/build/ds/verify.json" "$TMPD/stacked.json"
+rules "verify.data = data/rows" "verify.labels = labels" "verify.min-sqnr = 20"
+"$Q" -C "$P" > "$TMPD/log_rows" 2>&1 && "$PY" -c "
+import json, math
+a, b = json.load(open('$TMPD/stacked.json')), json.load(open('$P/build/ds/verify.json'))
+assert a['samples'] == 1 and b['samples'] == 397, (a['samples'], b['samples'])
+assert a['top1'] == b['top1'], (a['top1'], b['top1'])
+for x, y in zip(a['outputs'], b['outputs']):
+    assert math.isclose(x['sqnr_db'], y['sqnr_db'], rel_tol=1e-9), (x, y)
+ax = {x['name']: x['sqnr_db'] for x in a['activations']}
+bx = {x['name']: x['sqnr_db'] for x in b['activations']}
+assert ax.keys() == bx.keys() and len(ax) > 2, (ax, bx)
+for k in ax:
+    assert math.isclose(ax[k], bx[k], rel_tol=1e-9), (k, ax[k], bx[k])
+" 2>"$TMPD/err" && pass "a stacked sample gives the figures of one sample per row" ||
+	fail "a stacked sample gives the figures of one sample per row" "$(tail -2 "$TMPD/err") $(grep -v '^ ' "$TMPD/log_rows" | tail -3)"

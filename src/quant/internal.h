@@ -30,6 +30,9 @@ const char *qc_excluded(const Onnx__NodeProto *n, const QuantOpts *o);
 /* the same for node n of subgraph scope (qg_scope; NULL: the main graph):
  * an exclude-nodes entry names it bare or as "scope/name" */
 const char *qc_excluded_in(const Onnx__NodeProto *n, const char *scope, const QuantOpts *o);
+/* per node of g (freed by the caller): why it stays float as part of a
+ * decomposed normalization or Gelu (patterns.c), or NULL */
+const char **quant_float_patterns(const Onnx__GraphProto *g);
 /* is op in the NULL-terminated list? */
 int qc_in_list(const char *const *list, const char *op);
 

@@ -596,6 +596,7 @@ static int quant_graph(Ctx *c)
 	char lab[256];
 	int r = 0;
 	/* step 1 */
+	const char **pattern = quant_float_patterns(g);
 	for (size_t i = 0; i < norig; i++) {
 		Onnx__NodeProto *n = orig[i];
 		const char *ex = qc_excluded_in(n, c->scope, o);
@@ -605,6 +606,9 @@ static int quant_graph(Ctx *c)
 		} else if (ex) {
 			status[i] = "skipped";
 			why[i] = xstrdup(ex);
+		} else if (pattern[i]) {
+			status[i] = "skipped";
+			why[i] = xstrdup(pattern[i]);
 		} else if (mover_feeds_subgraph(g, n)) {
 			status[i] = "skipped";
 			why[i] = xasprintf("kept in float: its output is read inside a subgraph, where onnxruntime cannot move Q/DQ past a %s",
@@ -613,6 +617,7 @@ static int quant_graph(Ctx *c)
 			pv_push(&qn, n);
 		}
 	}
+	free(pattern);
 	/* step 2 */
 	for (size_t i = 0; i < norig; i++) {
 		Onnx__NodeProto *n = orig[i];

@@ -893,6 +893,7 @@ static int qop_graph(Ctx *c)
 	c->status = xcalloc(c->norig ? c->norig : 1, sizeof *c->status);
 	c->kept = xcalloc(c->norig ? c->norig : 1, sizeof *c->kept);
 	char **why = xcalloc(c->norig ? c->norig : 1, sizeof *why);
+	const char **pattern = quant_float_patterns(g);
 	char lab[256];
 	int r = 0;
 	for (size_t i = 0; r == 0 && i < c->norig; i++) {
@@ -904,6 +905,8 @@ static int qop_graph(Ctx *c)
 			why[i] = xasprintf("no static QOperator quantization for %s", n->op_type);
 		else if (ex)
 			why[i] = xstrdup(ex);
+		else if (pattern[i])
+			why[i] = xstrdup(pattern[i]);
 		else if ((r = step(c, n, &w)) < 0)
 			r = error_prefix("node '%s%s%s'", c->scope ? c->scope : "", c->scope ? "/" : "",
 					 node_label(n, lab, sizeof lab));
@@ -919,6 +922,7 @@ static int qop_graph(Ctx *c)
 			r = qop_bodies(c, n);
 		}
 	}
+	free(pattern);
 	for (size_t i = 0; r == 0 && i < g->n_output; i++)
 		need_float(c, g->output[i]->name);
 	if (r == 0 && !c->scope && *c->nq == 0)

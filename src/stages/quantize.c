@@ -264,7 +264,8 @@ static int run(StageCtx *c)
 
 const Stage stage_quantize = {
 	.name = "quantize",
-	.version = 6,   /* 3: com.microsoft QLinear operators; 4: Constant weights hoisted; 5: DynamicQuantizeLSTM; 6: functions expanded */
+	.version = 7,   /* 3: com.microsoft QLinear operators; 4: Constant weights hoisted; 5: DynamicQuantizeLSTM; 6: functions expanded;
+			   7: decomposed normalizations and Gelus kept float */
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = NULL,

@@ -15,6 +15,11 @@
 
 /* a quantized-model (or reference) tensor name and what it feeds */
 enum { M_REF, M_MATCH, M_PRE, M_WEIGHT };
+
+/* A sample of stacked rows runs FIRST_CHUNK rows first, then as many as
+ * keep the reference values held for comparison near STASH_BYTES. */
+enum { FIRST_CHUNK = 16 };
+#define STASH_BYTES ((size_t)64 << 20)
 typedef struct Match {
 	const char *name;
 	int kind;
@@ -30,8 +35,7 @@ typedef struct Run {
 	const Onnx__TensorProto **winit; /* per weight: the reference initializer */
 	int first;                 /* the first sample (weights are compared once) */
 	int failed;                /* a tap could not read a tensor */
-	double *bx, *by;           /* conversion buffers */
-	size_t bcap;
+	size_t stash_bytes;        /* values held for comparison by this run */
 } Run;
 
 static int cmp_match(const void *a, const void *b)
@@ -101,37 +105,17 @@ void err_add(ErrStats *e, const double *x, const double *y, size_t n)
 	}
 }
 
-static void local_add(ErrStats *e, const double *x, const double *y, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (!isfinite(x[i]) || !isfinite(y[i]))
-			continue;
-		double d = x[i] - y[i];
-		e->local_sx2 += x[i] * x[i];
-		e->local_sd2 += d * d;
-		e->local_n++;
-	}
-}
-
-static void grow(Run *r, size_t n)
-{
-	if (n <= r->bcap)
-		return;
-	r->bcap = n;
-	r->bx = xreallocarray(r->bx, n, sizeof *r->bx);
-	r->by = xreallocarray(r->by, n, sizeof *r->by);
-}
-
-static void to_f64(const Tensor *t, double *out)
+/* elements [from, from + n) of t as doubles */
+static void to_f64(const Tensor *t, int64_t from, size_t n, double *out)
 {
 	if (t->dtype == DT_FLOAT) {
-		const float *f = t->data;
-		for (int64_t i = 0; i < t->numel; i++)
+		const float *f = (const float *)t->data + from;
+		for (size_t i = 0; i < n; i++)
 			out[i] = f[i];
 		return;
 	}
-	for (int64_t i = 0; i < t->numel; i++)
-		out[i] = tensor_get_f64(t, i);
+	for (size_t i = 0; i < n; i++)
+		out[i] = tensor_get_f64(t, from + (int64_t)i);
 }
 
 static int same_shape(const Tensor *a, const Tensor *b)
@@ -144,18 +128,106 @@ static int same_shape(const Tensor *a, const Tensor *b)
 	return 1;
 }
 
-/* compare x with y into e (local: into e's local sums) */
-static void compare_into(Run *r, ErrStats *e, const Tensor *x, const Tensor *y, int local)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define CMP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CMP_CLONES
+#endif
+typedef double v8d __attribute__((vector_size(64)));
+typedef int64_t v8l __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+
+typedef struct Lanes {
+	v8d sx2, sy2, sxy, sd2, sab, mx;
+	v8l cnt;
+} Lanes;
+
+/* eight elements into eight lanes of partial sums */
+static inline void lanes_add(Lanes *s, const float *x, const float *y)
 {
-	if (!same_shape(x, y) || !x->numel)
+	const v8l abs_mask = (v8l){0} + INT64_MAX;
+	v8f fx, fy;
+	memcpy(&fx, x, sizeof fx);
+	memcpy(&fy, y, sizeof fy);
+	v8d a = __builtin_convertvector(fx, v8d), b = __builtin_convertvector(fy, v8d);
+	v8l ok = (a - a == 0) & (b - b == 0);   /* both finite: all ones */
+	a = (v8d)((v8l)a & ok);
+	b = (v8d)((v8l)b & ok);
+	v8d d = a - b, ad = (v8d)((v8l)d & abs_mask);
+	s->sx2 += a * a;
+	s->sy2 += b * b;
+	s->sxy += a * b;
+	s->sd2 += d * d;
+	s->sab += ad;
+	v8l gt = ad > s->mx;
+	s->mx = (v8d)(((v8l)ad & gt) | ((v8l)s->mx & ~gt));
+	s->cnt -= ok;
+}
+
+/* err_add for two float arrays, in double: eight partial sums per figure,
+ * then the rest in order */
+CMP_CLONES static void err_add_f32(ErrStats *e, const float *x, const float *y, size_t n)
+{
+	Lanes s;
+	memset(&s, 0, sizeof s);
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		lanes_add(&s, x + i, y + i);
+	uint64_t counted = 0;
+	for (int k = 0; k < 8; k++) {
+		e->sx2 += s.sx2[k];
+		e->sy2 += s.sy2[k];
+		e->sxy += s.sxy[k];
+		e->sd2 += s.sd2[k];
+		e->sum_abs += s.sab[k];
+		if (s.mx[k] > e->max_abs)
+			e->max_abs = s.mx[k];
+		counted += (uint64_t)s.cnt[k];
+	}
+	e->n += counted;
+	e->nonfinite += i - counted;
+	double tx[8], ty[8];
+	size_t tail = n - i;
+	for (size_t k = 0; k < tail; k++) {
+		tx[k] = x[i + k];
+		ty[k] = y[i + k];
+	}
+	err_add(e, tx, ty, tail);
+}
+
+/* compare x with y into e (local: into e's local sums); float tensors
+ * directly, others through a small conversion buffer */
+static void compare_into(ErrStats *e, const Tensor *x, const Tensor *y, int local)
+{
+	enum { BLOCK = 1024 };
+	if (!same_shape(x, y))
 		return;
-	grow(r, (size_t)x->numel);
-	to_f64(x, r->bx);
-	to_f64(y, r->by);
-	if (local)
-		local_add(e, r->bx, r->by, (size_t)x->numel);
+	ErrStats s = {0};
+	if (x->dtype == DT_FLOAT && y->dtype == DT_FLOAT)
+		err_add_f32(&s, x->data, y->data, (size_t)x->numel);
 	else
-		err_add(e, r->bx, r->by, (size_t)x->numel);
+		for (int64_t i = 0; i < x->numel; i += BLOCK) {
+			double bx[BLOCK], by[BLOCK];
+			size_t n = (size_t)(x->numel - i < BLOCK ? x->numel - i : BLOCK);
+			to_f64(x, i, n, bx);
+			to_f64(y, i, n, by);
+			err_add(&s, bx, by, n);
+		}
+	if (local) {
+		e->local_sx2 += s.sx2;
+		e->local_sd2 += s.sd2;
+		e->local_n += s.n;
+		return;
+	}
+	e->n += s.n;
+	e->nonfinite += s.nonfinite;
+	e->sx2 += s.sx2;
+	e->sy2 += s.sy2;
+	e->sxy += s.sxy;
+	e->sd2 += s.sd2;
+	e->sum_abs += s.sum_abs;
+	if (s.max_abs > e->max_abs)
+		e->max_abs = s.max_abs;
 }
 
 static const Match *find(const Match *map, size_t n, const char *name, size_t *count)
@@ -180,9 +252,13 @@ static void tap_ref(void *ud, const char *name, const Tensor *t)
 	Run *r = ud;
 	size_t n;
 	const Match *m = find(r->rmap, r->nrmap, name, &n);
-	for (size_t i = 0; i < n; i++)
-		if (t && t->data && dtype_is_float(t->dtype) && tensor_copy(&r->stash[m[i].idx], t) < 0)
+	for (size_t i = 0; i < n; i++) {
+		if (!t || !t->data || !dtype_is_float(t->dtype))
+			continue;
+		if (tensor_copy(&r->stash[m[i].idx], t) < 0)
 			r->failed = 1;
+		r->stash_bytes += t->nbytes;
+	}
 }
 
 static void tap_q(void *ud, const char *name, const Tensor *t)
@@ -197,12 +273,13 @@ static void tap_q(void *ud, const char *name, const Tensor *t)
 		if (m[i].kind == M_PRE) {
 			if (tensor_copy(&r->pre[k], t) < 0)
 				r->failed = 1;
+			r->stash_bytes += t->nbytes;
 		} else if (m[i].kind == M_MATCH) {
 			ErrStats *e = &r->rep->acts[k];
 			if (r->stash[k].data)
-				compare_into(r, e, &r->stash[k], t, 0);
+				compare_into(e, &r->stash[k], t, 0);
 			if (r->pre[k].data)
-				compare_into(r, e, &r->pre[k], t, 1);
+				compare_into(e, &r->pre[k], t, 1);
 			tensor_free(&r->stash[k]);
 			tensor_free(&r->pre[k]);
 		} else if (m[i].kind == M_WEIGHT && r->first) {
@@ -211,7 +288,7 @@ static void tap_q(void *ud, const char *name, const Tensor *t)
 				r->failed = 1;
 				continue;
 			}
-			compare_into(r, &r->rep->weights[k], &w, t, 0);
+			compare_into(&r->rep->weights[k], &w, t, 0);
 			tensor_free(&w);
 		}
 	}
@@ -376,6 +453,62 @@ static void inputs_release(TensorList *l)
 	l->n = 0;
 }
 
+/* Rows of a stacked sample: n > 1 when every model input leaves its first
+ * dimension open, the sample's tensor for it matches the declared shape
+ * otherwise (else the run says what is wrong, with the shape given), and
+ * every tensor of the sample (inputs, labels) has n rows; 0 otherwise (the
+ * sample runs whole). */
+static int64_t stacked_rows(Interp *ip, const TensorList *tl)
+{
+	for (size_t i = 0; i < interp_ninputs(ip); i++) {
+		int dt, rank;
+		int64_t dims[QM_MAX_RANK];
+		interp_input_type(ip, i, &dt, &rank, dims);
+		if (rank < 1 || dims[0] >= 0)
+			return 0;
+		const char *nm = interp_input_name(ip, i);
+		const Tensor *t = NULL;
+		for (size_t k = 0; k < tl->n && !t; k++)
+			if (tl->t[k].name && !strcmp(tl->t[k].name, nm))
+				t = &tl->t[k];
+		if (!t && tl->n == interp_ninputs(ip))
+			t = &tl->t[i];
+		if (!t || t->rank != rank || t->dtype != dt)
+			return 0;
+		for (int d = 1; d < rank; d++)
+			if (dims[d] >= 0 && dims[d] != t->dims[d])
+				return 0;
+	}
+	int64_t n = 0;
+	for (size_t k = 0; k < tl->n; k++) {
+		const Tensor *t = &tl->t[k];
+		if (t->kind != TK_TENSOR || t->dtype == DT_STRING || t->rank < 1 || (k && t->dims[0] != n))
+			return 0;
+		n = t->dims[0];
+	}
+	return n > 1 ? n : 0;
+}
+
+/* rows [from, from + count) of every tensor of tl, as views into it */
+static void rows_view(const TensorList *tl, int64_t rows, int64_t from, int64_t count, TensorList *out)
+{
+	out->n = 0;
+	for (size_t k = 0; k < tl->n; k++) {
+		Tensor v = tl->t[k];
+		size_t row_bytes = v.nbytes / (size_t)rows;
+		v.data = (char *)v.data + (size_t)from * row_bytes;
+		v.dims[0] = count;
+		v.numel = v.numel / rows * count;
+		v.nbytes = row_bytes * (size_t)count;
+		v.owned = 0;
+		if (out->n == out->cap) {
+			out->cap = out->cap ? 2 * out->cap : 8;
+			out->t = xrealloc(out->t, out->cap * sizeof *out->t);
+		}
+		out->t[out->n++] = v;
+	}
+}
+
 static uint64_t splitmix(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
@@ -532,7 +665,7 @@ int verify_models(Model *ref, Model *q, const VerifyOpts *o, VerifyReport *rep)
 	Labels lb = {0};
 	size_t *omap = NULL;
 	Tensor *yr = NULL, *yq = NULL;
-	TensorList tl = {0}, qin = {0};
+	TensorList tl = {0}, qin = {0}, part = {0};
 	int r = 0;
 	plan_layers(&run, ref, q);
 	if (!(ipr = interp_new(ref, &ro)))
@@ -572,34 +705,50 @@ int verify_models(Model *ref, Model *q, const VerifyOpts *o, VerifyReport *rep)
 			r = 0;
 		else if (r == 0)
 			break;
-		run.first = idx == 0;
-		if (r == 0 && interp_run_sample(ipr, tl.n, tl.t, nrout, yr) < 0)
-			r = error_prefix("sample %llu, reference model", (unsigned long long)idx + 1);
-		if (r == 0 && (inputs_for(ipq, &tl, &qin) < 0 || interp_run_sample(ipq, qin.n, qin.t, nout, yq) < 0))
-			r = error_prefix("sample %llu, quantized model", (unsigned long long)idx + 1);
-		inputs_release(&qin);
-		if (r == 0 && run.failed)
-			r = error_prefix("sample %llu: comparing intermediate tensors", (unsigned long long)idx + 1);
-		for (size_t i = 0; r == 0 && i < nout; i++) {
-			const Tensor *x = &yr[omap[i]], *y = &yq[i];
-			char a[256], b[256];
-			if (!same_shape(x, y))
-				r = error("sample %llu: output '%s' is %s in the reference model but %s in the quantized model",
-					  (unsigned long long)idx + 1, rep->outs[i].name, shape_str(x->rank, x->dims, a, sizeof a),
-					  shape_str(y->rank, y->dims, b, sizeof b));
-			else
-				compare_into(&run, &rep->outs[i], x, y, 0);
-		}
-		if (r == 0 && (o->labels_name || o->labels_file) && nout)
-			r = count_top1(rep, o, &lb, idx, &tl, rep->outs[0].name, &yr[omap[0]], &yq[0]);
-		for (size_t i = 0; i < nrout; i++)
-			tensor_free(&yr[i]);
-		for (size_t i = 0; i < nout; i++)
-			tensor_free(&yq[i]);
-		for (size_t i = 0; i < rep->nacts; i++) {
-			tensor_free(&run.stash[i]);
-			tensor_free(&run.pre[i]);
-		}
+		/* a sample of stacked rows runs a chunk of rows at a time, so the
+		 * reference activations held for comparison stay bounded */
+		int64_t rows = r == 0 ? stacked_rows(ipr, &tl) : 0, done = 0;
+		int64_t chunk = rows > FIRST_CHUNK ? FIRST_CHUNK : rows;
+		do {
+			if (rows) {
+				chunk = chunk < rows - done ? chunk : rows - done;
+				rows_view(&tl, rows, done, chunk, &part);
+			}
+			const TensorList *in = rows ? &part : &tl;
+			run.first = idx == 0 && done == 0;
+			run.stash_bytes = 0;
+			if (r == 0 && interp_run_sample(ipr, in->n, in->t, nrout, yr) < 0)
+				r = error_prefix("sample %llu, reference model", (unsigned long long)idx + 1);
+			if (r == 0 && (inputs_for(ipq, in, &qin) < 0 || interp_run_sample(ipq, qin.n, qin.t, nout, yq) < 0))
+				r = error_prefix("sample %llu, quantized model", (unsigned long long)idx + 1);
+			inputs_release(&qin);
+			if (r == 0 && run.failed)
+				r = error_prefix("sample %llu: comparing intermediate tensors", (unsigned long long)idx + 1);
+			for (size_t i = 0; r == 0 && i < nout; i++) {
+				const Tensor *x = &yr[omap[i]], *y = &yq[i];
+				char a[256], b[256];
+				if (!same_shape(x, y))
+					r = error("sample %llu: output '%s' is %s in the reference model but %s in the quantized model",
+						  (unsigned long long)idx + 1, rep->outs[i].name,
+						  shape_str(x->rank, x->dims, a, sizeof a), shape_str(y->rank, y->dims, b, sizeof b));
+				else
+					compare_into(&rep->outs[i], x, y, 0);
+			}
+			if (r == 0 && (o->labels_name || o->labels_file) && nout)
+				r = count_top1(rep, o, &lb, idx, in, rep->outs[0].name, &yr[omap[0]], &yq[0]);
+			for (size_t i = 0; i < nrout; i++)
+				tensor_free(&yr[i]);
+			for (size_t i = 0; i < nout; i++)
+				tensor_free(&yq[i]);
+			for (size_t i = 0; i < rep->nacts; i++) {
+				tensor_free(&run.stash[i]);
+				tensor_free(&run.pre[i]);
+			}
+			done += chunk;
+			/* later chunks: as many rows as keep the held values near STASH_BYTES */
+			size_t per_row = run.stash_bytes / (size_t)(chunk ? chunk : 1) + 1;
+			chunk = (int64_t)(STASH_BYTES / per_row) > 1 ? (int64_t)(STASH_BYTES / per_row) : 1;
+		} while (r == 0 && done < rows);
 		tl_free(&tl);
 		if (r == 0)
 			rep->nsamples++;
@@ -622,8 +771,7 @@ int verify_models(Model *ref, Model *q, const VerifyOpts *o, VerifyReport *rep)
 	free(run.stash);
 	free(run.pre);
 	free(run.winit);
-	free(run.bx);
-	free(run.by);
+	free(part.t);
 	/* keep the layers that were compared */
 	size_t k = 0;
 	for (size_t i = 0; i < rep->nacts; i++) {

@@ -306,3 +306,47 @@ bad "every node excluded refused" \
 printf '[model x]\nsource = digits.onnx\nquantize = fp16\nquantize.per-channel = true\n' > "$B2/rules/m.rules"
 expect_err "per-channel with fp16 refused at file:line" 1 "m.rules:4: .*quantize.per-channel is not used by quantize = fp16" \
 	"$Q" -C "$B2"
+
+# ---- external weights are converted while the model is saved ----
+# (model_defer: a big model never holds all its float16 tensors); the same
+# model with inline weights, converted up front, gives the same tensors, and
+# quant.json counts the same clamped and raised values
+X=$TMPD/x
+mkdir -p "$X/rules" "$X/ext"
+"$PY" - "$X" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+X = sys.argv[1]
+rng = np.random.default_rng(4)
+w1 = rng.standard_normal((64, 256)).astype(np.float32)
+w1[0, :3] = [1e6, -7e4, 1e-9]   # clamped twice, raised once
+w2 = rng.standard_normal((256, 8)).astype(np.float32)
+g = h.make_graph([h.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"), h.make_node("Relu", ["a"], ["r"], name="relu"),
+                  h.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")], "ext",
+                 [h.make_tensor_value_info("x", T.FLOAT, [1, 64])], [h.make_tensor_value_info("y", T.FLOAT, [1, 8])],
+                 [nh.from_array(w1, "w1"), nh.from_array(w2, "w2")])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.save(m, X + "/inline.onnx")
+onnx.save(m, X + "/ext/m.onnx", save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+EOF
+printf '[model inl]\nsource = inline.onnx\nquantize = fp16\n\n[model ext]\nsource = ext/m.onnx\nquantize = fp16\n' > "$X/rules/m.rules"
+if "$Q" -C "$X" -j2 > "$TMPD/xlog" 2>&1 && "$PY" - "$X/build" <<'EOF'
+import sys, json, numpy as np, onnx, onnxruntime as ort
+B = sys.argv[1]
+a, b = onnx.load(B + "/inl/inl.onnx"), onnx.load(B + "/ext/ext.onnx")
+ta = {t.name: t for t in a.graph.initializer}
+tb = {t.name: t for t in b.graph.initializer}
+assert sorted(ta) == sorted(tb) == ["w1", "w2"], (sorted(ta), sorted(tb))
+for k in ta:
+    assert ta[k].data_type == tb[k].data_type == onnx.TensorProto.FLOAT16, k
+    assert ta[k].raw_data == tb[k].raw_data and len(tb[k].raw_data) > 0, k
+qa, qb = (json.load(open(B + "/%s/quant.json" % m))["tensors"] for m in ("inl", "ext"))
+assert qa == qb and qb["w1"]["clamped"] == 2 and qb["w1"]["raised"] == 1, (qa, qb)
+x = {"x": np.ones((1, 64), np.float16)}
+ya = ort.InferenceSession(B + "/inl/inl.onnx", providers=["CPUExecutionProvider"]).run(None, x)[0]
+yb = ort.InferenceSession(B + "/ext/ext.onnx", providers=["CPUExecutionProvider"]).run(None, x)[0]
+assert np.array_equal(ya, yb)
+EOF
+then pass "fp16 of external weights (converted while saved) = fp16 of the same weights inline; same clamps in quant.json"
+else fail "fp16 of external weights (converted while saved) = fp16 of the same weights inline; same clamps in quant.json" "$(grep -v '^\[' "$TMPD/xlog" | tail -3)"; fi

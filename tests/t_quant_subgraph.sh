@@ -7,9 +7,10 @@
 # float model is above 25 dB on random inputs and quant.json lists the body
 # nodes, quantized, by their scope ("if/then/conv_t"); a branch calibration
 # never took stays float with that reason; exclude-nodes takes scoped names;
-# a name two scopes define gets no statistics. QOperator: each body is a
-# quantized region of its own; a weight of the main graph read in a branch
-# stays float with the reason.
+# a name two scopes define gets no statistics; quantize.names = compact
+# gives the same outputs. QOperator: each body is a quantized region of its
+# own; a Conv/Gemm weight of the main graph read in If branches and a Loop
+# body is quantized once in the main graph and read from there.
 # silero-vad (Conv and LSTM inside an If; bench/fetch-models.sh, skipped
 # when not fetchable) quantizes statically and dynamically, runs in both,
 # and its SQNR against the float model is printed.
@@ -79,6 +80,9 @@ source = sub.onnx
 quantize = static
 quantize.calibration = cal
 
+[model qdqc : qdq]
+quantize.names = compact
+
 [model pc]
 source = sub.onnx
 quantize = static
@@ -109,11 +113,11 @@ quantize.format = qoperator
 [model qopthen : qop]
 quantize.calibration = then
 EOF
-if "$Q" -C "$P" -j2 qdq pc dyn then ex qop qopthen > "$TMPD/log" 2>&1; then pass "static (QDQ, QOperator), per-channel and dynamic quantization of If and Loop bodies build"
+if "$Q" -C "$P" -j2 qdq qdqc pc dyn then ex qop qopthen > "$TMPD/log" 2>&1; then pass "static (QDQ, QOperator), per-channel and dynamic quantization of If and Loop bodies build"
 else fail "static (QDQ, QOperator), per-channel and dynamic quantization of If and Loop bodies build" "$(grep quantmake: "$TMPD/log")"; fi
 
 # our interpreter on both branches of each result
-for mo in qdq pc dyn then ex qop qopthen; do
+for mo in qdq qdqc pc dyn then ex qop qopthen; do
 	for k in 0 1; do
 		"$Q" run "$P/build/$mo/$mo.onnx" -i "$P/test$k.npz" -o "$TMPD/$mo-$k.npz" >/dev/null 2>"$TMPD/run.err" ||
 			fail "quantmake runs $mo (test $k)" "$(tail -2 "$TMPD/run.err")"
@@ -153,12 +157,31 @@ for k in range(2):
     print("%s branch %d: SQNR %.1f dB" % (mo, k, sqnr))
 EOF
 }
-for spec in "qdq QuantizeLinear DequantizeLinear Conv Gemm MatMul" "pc DequantizeLinear" "dyn MatMulInteger ConvInteger DynamicQuantizeLinear" \
+for spec in "qdq QuantizeLinear DequantizeLinear Conv Gemm MatMul" "qdqc QuantizeLinear DequantizeLinear Conv Gemm MatMul" "pc DequantizeLinear" "dyn MatMulInteger ConvInteger DynamicQuantizeLinear" \
 	"qop QuantizeLinear QLinearConv DequantizeLinear"; do
 	set -- $spec
 	if check_model "$@" > "$TMPD/chk" 2>&1; then pass "$1: checker, onnxruntime = quantmake, SQNR > 25 dB on both branches ($(tr '\n' ' ' < "$TMPD/chk"))"
 	else fail "$1: checker, onnxruntime = quantmake, SQNR > 25 dB on both branches" "$(tail -3 "$TMPD/chk")"; fi
 done
+
+# compact names in bodies: the same numbers; the main graph's Gemm weight,
+# read only in a branch, is dequantized there under the scope's name
+if "$PY" - "$P" <<'EOF'
+import sys, numpy as np, onnx, onnxruntime as ort
+P = sys.argv[1]
+run = lambda mo, k: ort.InferenceSession("%s/build/%s/%s.onnx" % (P, mo, mo), providers=["CPUExecutionProvider"]).run(
+    None, dict(np.load("%s/test%d.npz" % (P, k))))[0]
+for k in range(2):
+    assert np.array_equal(run("qdq", k), run("qdqc", k)), k
+m = onnx.load(P + "/build/qdqc/qdqc.onnx")
+br = {a.name: a.g for a in m.graph.node[0].attribute}
+dq = [n for n in br["then_branch"].node if n.op_type == "DequantizeLinear"]
+assert "if/then/wg_dq" in [n.output[0] for n in dq] and "wg_q" in {t.name for t in m.graph.initializer}, [list(n.output) for n in dq]
+# a weight of the branch itself keeps its name
+assert "wc_t" in [n.output[0] for n in dq], [list(n.output) for n in dq]
+EOF
+then pass "compact names in bodies: same outputs as onnxruntime's names; outer weights dequantized under the scope's name"
+else fail "compact names in bodies: same outputs as onnxruntime's names; outer weights dequantized under the scope's name" "see above"; fi
 
 # quant.json: scoped names, quantized bodies, an untaken branch stays float,
 # scoped exclusions
@@ -187,17 +210,17 @@ else fail "quant.json: body nodes by scope, quantized; an untaken branch stays f
 
 # QOperator in bodies: each body is a region of its own (an outer value
 # gets its QuantizeLinear inside, named by the scope); a weight of the main
-# graph read in a branch stays float with the reason; an untaken branch too
+# graph read in a branch is quantized in the main graph; an untaken branch
+# stays float with the reason
 if "$PY" - "$P" <<'EOF'
 import sys, json, onnx
 P = sys.argv[1]
 st = lambda mo: {n["name"]: n for n in json.load(open("%s/build/%s/quant.json" % (P, mo)))["nodes"]}
 q = st("qop")
-for n in ["if/then/conv_t", "if/else/conv_e", "if/else/mm_e", "loop/body/mm_l"]:
+for n in ["if/then/conv_t", "if/then/gemm_t", "if/else/conv_e", "if/else/mm_e", "loop/body/mm_l"]:
     assert q[n]["status"] == "quantized", (n, q.get(n))
 for n in ["if/then/relu_t", "if/else/add_e", "loop/body/add_l"]:
     assert q[n]["status"] == "folded", (n, q.get(n))
-assert q["if/then/gemm_t"]["status"] == "skipped" and "enclosing graph" in q["if/then/gemm_t"]["reason"], q["if/then/gemm_t"]
 m = onnx.load(P + "/build/qop/qop.onnx")
 br = {a.name: a.g for a in m.graph.node[0].attribute}
 ops = [n.op_type for n in br["else_branch"].node]
@@ -208,8 +231,79 @@ assert t["if/then/conv_t"]["status"] == "quantized", t["if/then/conv_t"]
 for n in ["if/else/conv_e", "if/else/mm_e"]:
     assert t[n]["status"] == "skipped" and "never ran during calibration" in t[n]["reason"], t[n]
 EOF
-then pass "QOperator: body nodes quantized by scope, outer values quantized inside the body, outer weights and untaken branches float with the reason"
-else fail "QOperator: body nodes quantized by scope, outer values quantized inside the body, outer weights and untaken branches float with the reason" "see above"; fi
+then pass "QOperator: body nodes quantized by scope, outer values quantized inside the body, untaken branches float with the reason"
+else fail "QOperator: body nodes quantized by scope, outer values quantized inside the body, untaken branches float with the reason" "see above"; fi
+
+# QOperator Conv whose weight and bias are initializers of the main graph,
+# read in both If branches and in a Loop body: the weight is quantized once,
+# in the main graph, each body's QLinearConv reads it from there (its int32
+# bias, which depends on the body's input scale, in the body); the float
+# weight goes; onnxruntime and our interpreter run it, SQNR > 25 dB
+"$PY" - "$P" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+P = sys.argv[1]
+rng = np.random.default_rng(11)
+f = lambda *s: (rng.standard_normal(s) * 0.3).astype(np.float32)
+N = h.make_node
+vi = lambda n, s=None: h.make_tensor_value_info(n, T.FLOAT, s)
+br = lambda tag, act: h.make_graph([
+    N("Conv", ["x", "wo", "bo"], ["c_" + tag], name="conv_" + tag, pads=[1, 1, 1, 1]),
+    N(act, ["c_" + tag], ["y_" + tag], name="act_" + tag)], tag, [], [vi("y_" + tag, [1, 3, 8, 8])])
+body = h.make_graph([
+    N("Identity", ["cond_in"], ["cond_out"], name="cond_id"),
+    N("Conv", ["h_in", "wo", "bo"], ["c_l"], name="conv_l", pads=[1, 1, 1, 1]),
+    N("Tanh", ["c_l"], ["h_out"], name="tanh_l")], "body",
+    [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []), vi("h_in", [1, 3, 8, 8])],
+    [h.make_tensor_value_info("cond_out", T.BOOL, []), vi("h_out", [1, 3, 8, 8])])
+g = h.make_graph([
+    N("If", ["c"], ["y"], name="if", then_branch=br("t", "Sigmoid"), else_branch=br("e", "Tanh")),
+    N("Loop", ["trip", "true", "y"], ["z"], name="loop", body=body)], "outer",
+    [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8]), h.make_tensor_value_info("c", T.BOOL, [])],
+    [vi("z", [1, 3, 8, 8])],
+    [nh.from_array(f(3, 3, 3, 3), "wo"), nh.from_array(f(3), "bo"),
+     nh.from_array(np.array(2, np.int64), "trip"), nh.from_array(np.array(True), "true")])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.checker.check_model(m, full_check=True)
+onnx.save(m, P + "/outer.onnx")
+EOF
+printf '\n[model qopouter]\nsource = outer.onnx\nquantize = static\nquantize.calibration = cal\nquantize.format = qoperator\n' >> "$P/rules/m.rules"
+ok=1
+"$Q" -C "$P" qopouter > "$TMPD/olog" 2>&1 || ok=0
+for k in 0 1; do
+	[ $ok = 1 ] && { "$Q" run "$P/build/qopouter/qopouter.onnx" -i "$P/test$k.npz" -o "$TMPD/qopouter-$k.npz" >/dev/null 2>>"$TMPD/olog" || ok=0; }
+done
+if [ $ok = 1 ] && "$PY" - "$P" "$TMPD" > "$TMPD/ochk" 2>&1 <<'EOF'
+import sys, json, numpy as np, onnx, onnxruntime as ort
+P, D = sys.argv[1], sys.argv[2]
+path = P + "/build/qopouter/qopouter.onnx"
+m = onnx.load(path)
+onnx.checker.check_model(m, full_check=True)
+q = {n["name"]: n for n in json.load(open(P + "/build/qopouter/quant.json"))["nodes"]}
+for n in ["if/then/conv_t", "if/else/conv_e", "loop/body/conv_l"]:
+    assert q[n]["status"] == "quantized", (n, q[n])
+inits = {t.name: t for t in m.graph.initializer}
+assert "wo" not in inits and inits["wo_quantized"].data_type == onnx.TensorProto.INT8, sorted(inits)
+bodies = [a.g for n in m.graph.node for a in n.attribute if a.type == onnx.AttributeProto.GRAPH]
+for b in bodies:
+    conv = [n for n in b.node if n.op_type == "QLinearConv"]
+    assert len(conv) == 1 and conv[0].input[3] == "wo_quantized", [n.op_type for n in b.node]
+    assert "wo_quantized" not in {t.name for t in b.initializer}
+    assert conv[0].input[8] in {t.name for t in b.initializer}, conv[0].input  # int32 bias in the body
+fl = ort.InferenceSession(P + "/outer.onnx", providers=["CPUExecutionProvider"])
+qs = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+for k in range(2):
+    feed = dict(np.load("%s/test%d.npz" % (P, k)))
+    a, b = fl.run(None, feed)[0], qs.run(None, feed)[0]
+    ours = np.load("%s/qopouter-%d.npz" % (D, k))["z"]
+    sqnr = 10 * np.log10(np.sum(a.astype(np.float64) ** 2) / max(np.sum((a - b).astype(np.float64) ** 2), 1e-30))
+    assert sqnr > 25, "branch %d: SQNR %.1f dB" % (k, sqnr)
+    assert np.abs(ours - b).max() <= 2e-2 * np.abs(b).max() + 1e-6, "ours vs onnxruntime %g" % np.abs(ours - b).max()
+    print("branch %d: SQNR %.1f dB" % (k, sqnr))
+EOF
+then pass "QOperator Conv reading an outer weight in If branches and a Loop body: quantized once in the main graph, runs in onnxruntime and ours ($(tr '\n' ' ' < "$TMPD/ochk"))"
+else fail "QOperator Conv reading an outer weight in If branches and a Loop body: quantized once in the main graph, runs in onnxruntime and ours" "$(cat "$TMPD/olog" "$TMPD/ochk" 2>/dev/null | grep -v '^\[' | tail -3)"; fi
 
 # the untaken branch really stays float: no Q/DQ in it, still runs
 if "$PY" - "$P" <<'EOF'

@@ -261,6 +261,10 @@ void model_free(Model *m)
 {
 	if (!m)
 		return;
+	for (size_t i = 0; i < m->ndeferred; i++)
+		if (m->deferred[i].done)
+			m->deferred[i].done(m->deferred[i].ud);
+	free(m->deferred);
 	ext_free(m->ext);
 	orig_free(m->orig);
 	if (m->proto)
@@ -270,8 +274,24 @@ void model_free(Model *m)
 	free(m);
 }
 
+void model_defer(Model *m, const Onnx__TensorProto *t, TensorFill fill, void (*done)(void *ud), void *ud)
+{
+	m->deferred = xreallocarray(m->deferred, m->ndeferred + 1, sizeof *m->deferred);
+	m->deferred[m->ndeferred++] = (ModelDeferred){t, fill, done, ud};
+}
+
+static const ModelDeferred *deferred_of(const Model *m, const Onnx__TensorProto *t)
+{
+	for (size_t i = 0; i < m->ndeferred; i++)
+		if (m->deferred[i].t == t)
+			return &m->deferred[i];
+	return NULL;
+}
+
 int model_serialize(const Model *m, uint8_t **data, size_t *len)
 {
+	if (m->ndeferred)
+		return error("model serialization: %zu tensors are made only when saved", m->ndeferred);
 	const struct ModelOrig *o = orig_valid(m);
 	if (o) {
 		*data = xmalloc(o->len);
@@ -836,13 +856,16 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 		const void *data;
 		size_t len;
 		int owned;
-		if (mode == SAVE_KEEP)
+		/* a deferred tensor is made now: inline (held until the save
+		 * ends) or written out and freed at once */
+		int def = deferred_of(m, t) != NULL;
+		if (mode == SAVE_KEEP && !def)
 			continue;
 		int64_t nb = ext_eligible(t);
 		int out_ext = mode == SAVE_EXTERNAL && nb >= 0 &&
 			      (uint64_t)nb >= (uint64_t)opts->external_threshold &&
 			      (r->kind == TK_INIT || ext);
-		if (!out_ext && !ext)
+		if (!out_ext && !ext && !def)
 			continue;
 		if (model_tensor_bytes(m, t, &data, &len, &owned) < 0) {
 			error_prefix("cannot save '%s'", path);
@@ -959,6 +982,17 @@ int model_tensor_bytes(Model *m, const Onnx__TensorProto *t, const void **data,
 	size_t want = dtype_nbytes(dt, n);
 	*owned = 0;
 	*len = want;
+	const ModelDeferred *d = m ? deferred_of(m, t) : NULL;
+	if (d) {
+		void *buf = xmalloc(want ? want : 1);
+		if (d->fill(d->ud, t, buf, want) < 0) {
+			free(buf);
+			return -1;
+		}
+		*data = buf;
+		*owned = 1;
+		return 0;
+	}
 	if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
 		return read_external(m, t, want, data);
 	}

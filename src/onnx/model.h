@@ -36,6 +36,16 @@ size_t dtype_nbytes(int dt, int64_t n);
 
 typedef struct ExtMap ExtMap;
 
+/* A tensor whose bytes are made when they are needed instead of held (see
+ * model_defer): fill writes its len bytes into out; 0 or -1 after error() */
+typedef int (*TensorFill)(void *ud, const Onnx__TensorProto *t, void *out, size_t len);
+typedef struct ModelDeferred {
+	const Onnx__TensorProto *t;
+	TensorFill fill;
+	void (*done)(void *ud);   /* frees ud with the model (may be NULL) */
+	void *ud;
+} ModelDeferred;
+
 typedef struct Model {
 	Onnx__ModelProto *proto;
 	char *path;       /* as given to model_load, or NULL */
@@ -45,6 +55,8 @@ typedef struct Model {
 	 * differently (packed repeated fields, unknown fields out of order);
 	 * saved as they were while the model is unchanged (model.c) */
 	struct ModelOrig *orig;
+	ModelDeferred *deferred;  /* see model_defer */
+	size_t ndeferred;
 } Model;
 
 /* Load PATH. Errors read "not an ONNX model: PATH: reason". */
@@ -80,6 +92,14 @@ int model_save(Model *m, const char *path, const SaveOpts *opts);
 /* bytes of m's tensors stored as external data (what a model's size on disk
  * adds to its .onnx file) */
 uint64_t model_external_bytes(const Model *m);
+/* Make t, an initializer of m whose type and dims are set, raw_data.len its
+ * size in bytes and raw_data.data NULL, a tensor whose bytes fill makes
+ * whenever they are read: model_tensor_bytes gives them (owned) and
+ * model_save writes them one tensor at a time, so a converter (quantize =
+ * fp16) never holds all its results. Only for a model that goes to
+ * model_save next: code reading raw_data itself (the interpreter) would see
+ * none. done(ud) runs at model_free. */
+void model_defer(Model *m, const Onnx__TensorProto *t, TensorFill fill, void (*done)(void *ud), void *ud);
 /* Serialize into a malloc'd buffer (no external data handling). */
 int model_serialize(const Model *m, uint8_t **data, size_t *len);
 

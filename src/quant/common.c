@@ -224,7 +224,7 @@ static void weight_ranges(const FloatView *v, int64_t outer, int64_t nch, int64_
 }
 
 /* fill q's parameters (nch channels, lo and hi each) and the names */
-static QParams *weight_params(QWeight *q, const char *base, int64_t nch, int axis, int dtype,
+static QParams *weight_params(QWeight *q, const char *const names[3], int64_t nch, int axis, int dtype,
 			      int symmetric, int reduce_range, const float *lo, const float *hi)
 {
 	q->nch = nch;
@@ -238,9 +238,9 @@ static QParams *weight_params(QWeight *q, const char *base, int64_t nch, int axi
 		q->scales[c] = par[c].scale;
 		q->zps[c] = par[c].zero_point;
 	}
-	q->qname = xasprintf("%s_quantized", base);
-	q->sname = xasprintf("%s_scale", base);
-	q->zname = xasprintf("%s_zero_point", base);
+	q->qname = xstrdup(names[0]);
+	q->sname = xstrdup(names[1]);
+	q->zname = xstrdup(names[2]);
 	return par;
 }
 
@@ -254,8 +254,28 @@ static void weight_add(Onnx__GraphProto *g, QWeight *q, Tensor *out)
 	qc_add_zp(g, q->zname, q->dtype, prank, &q->nch, q->zps, q->nch);
 }
 
+/* base_quantized, base_scale, base_zero_point (malloc'd) */
+static void default_names(char *names[3], const char *base)
+{
+	names[0] = xasprintf("%s_quantized", base);
+	names[1] = xasprintf("%s_scale", base);
+	names[2] = xasprintf("%s_zero_point", base);
+}
+
 int qc_quant_weight(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, int dtype,
 		    int symmetric, int reduce_range, int axis, QWeight *q)
+{
+	char *nm[3];
+	default_names(nm, w->name);
+	int r = qc_quant_weight_named(m, g, w, nm[0], nm[1], nm[2], dtype, symmetric, reduce_range, axis, q);
+	for (int i = 0; i < 3; i++)
+		free(nm[i]);
+	return r;
+}
+
+int qc_quant_weight_named(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, const char *qname,
+			  const char *sname, const char *zname, int dtype, int symmetric, int reduce_range,
+			  int axis, QWeight *q)
 {
 	memset(q, 0, sizeof *q);
 	int rank = (int)w->n_dims;
@@ -276,7 +296,8 @@ int qc_quant_weight(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, i
 	int64_t outer = nch ? v.numel / (nch * (inner ? inner : 1)) : 0;
 	float *lo = xcalloc(nch ? (size_t)nch : 1, sizeof *lo), *hi = xcalloc(nch ? (size_t)nch : 1, sizeof *hi);
 	weight_ranges(&v, outer, nch, inner, lo, hi);
-	QParams *par = weight_params(q, w->name, nch, axis, dtype, symmetric, reduce_range, lo, hi);
+	const char *names[3] = {qname, sname, zname};
+	QParams *par = weight_params(q, names, nch, axis, dtype, symmetric, reduce_range, lo, hi);
 	int qmin, qmax;
 	qrange(dtype, symmetric, reduce_range, &qmin, &qmax);
 	size_t esz = (size_t)dtype_bits(dtype) / 8;
@@ -319,7 +340,11 @@ int qc_quant_weight_transposed(Model *m, Onnx__GraphProto *g, const Onnx__Tensor
 	int64_t nch = axis < 0 ? 1 : nr;
 	float *lo = xcalloc(nch ? (size_t)nch : 1, sizeof *lo), *hi = xcalloc(nch ? (size_t)nch : 1, sizeof *hi);
 	weight_ranges(&v, 1, nch, nch ? v.numel / nch : 0, lo, hi);
-	QParams *par = weight_params(q, base, nch, axis, dtype, symmetric, reduce_range, lo, hi);
+	char *nm[3];
+	default_names(nm, base);
+	QParams *par = weight_params(q, (const char *const *)nm, nch, axis, dtype, symmetric, reduce_range, lo, hi);
+	for (int i = 0; i < 3; i++)
+		free(nm[i]);
 	int qmin, qmax;
 	qrange(dtype, symmetric, reduce_range, &qmin, &qmax);
 	size_t esz = (size_t)dtype_bits(dtype) / 8;
@@ -443,6 +468,22 @@ void qc_report_tensor(QuantReport *rep, const char *name, int dtype, int64_t n, 
 	if (axis >= 0)
 		sb_puts(sb, "]");
 	sb_putc(sb, '}');
+}
+
+void qc_report_names(QuantReport *rep, const char *q, const char *s, const char *z, const char *dq)
+{
+	StrBuf *sb = &rep->tensors;
+	const char *key[] = {"quantized", "scale", "zero_point", "dequantized"}, *val[] = {q, s, z, dq};
+	if (!sb->len || sb->buf[sb->len - 1] != '}')
+		return;
+	sb->len--; /* reopen the entry */
+	sb_puts(sb, ", \"names\": {");
+	for (int i = 0, k = 0; i < 4; i++)
+		if (val[i]) {
+			sb_printf(sb, "%s\"%s\": ", k++ ? ", " : "", key[i]);
+			sb_json_str(sb, val[i]);
+		}
+	sb_puts(sb, "}}");
 }
 
 void quant_report_free(QuantReport *rep)

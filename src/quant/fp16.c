@@ -513,9 +513,9 @@ static int fix_outputs(GCtx *c)
 
 /* ---- tensors and attributes ---- */
 
-static void report_tensor(FCtx *f, const char *name, int64_t clamped, int64_t raised)
+static void report_tensor(QuantReport *rep, const char *name, int64_t clamped, int64_t raised)
 {
-	StrBuf *sb = &f->rep->tensors;
+	StrBuf *sb = &rep->tensors;
 	if (sb->len)
 		sb_puts(sb, ",\n    ");
 	sb_json_str(sb, name);
@@ -523,46 +523,113 @@ static void report_tensor(FCtx *f, const char *name, int64_t clamped, int64_t ra
 		  (long long)raised);
 }
 
-/* float32 TensorProto *pp -> float16, clamping into range (see top) */
-static int tensor_to_half(FCtx *f, Onnx__TensorProto **pp, const char *what)
+/* the float32 tensor p as float16 into y, clamping into range (see top);
+ * its source is read in place (mapped external data too) and given back as
+ * converted */
+static int to_half(Model *m, const Onnx__TensorProto *p, uint16_t *y, int64_t *clamped, int64_t *raised)
 {
-	Onnx__TensorProto *p = *pp;
 	FloatView v;
-	Tensor h = {0};
-	if ((int)p->n_dims > QM_MAX_RANK)
-		return error("tensor '%s': rank %zu exceeds the supported maximum %d", p->name ? p->name : "",
-			     p->n_dims, QM_MAX_RANK);
-	/* read in place (mapped external data too), given back as converted */
-	if (qc_float_view(f->m, p, &v) < 0 || tensor_alloc(&h, DT_FLOAT16, (int)p->n_dims, p->dims) < 0) {
+	if (qc_float_view(m, p, &v) < 0) {
 		qc_float_done(&v);
 		return -1;
 	}
 	const float *x = v.x;
-	uint16_t *y = h.data;
-	int64_t clamped = 0, raised = 0;
+	*clamped = *raised = 0;
 	for (int64_t i = 0; i < v.numel; i++) {
 		float e = x[i];
 		if (isfinite(e) && fabsf(e) > 65504.0f) {
 			e = e > 0 ? 65504.0f : -65504.0f;
-			clamped++;
+			(*clamped)++;
 		}
 		uint16_t b = float_to_half(e);
 		if ((b & 0x7fff) == 0 && e != 0) {
 			b = (uint16_t)((b & 0x8000) | 1);
-			raised++;
+			(*raised)++;
 		}
 		y[i] = b;
 		if ((i & 0xfffff) == 0xfffff)
 			qc_float_drop(&v, i + 1 - 0x100000, i + 1);
 	}
 	qc_float_done(&v);
+	return 0;
+}
+
+/* an initializer converted while the model is saved (model_defer) */
+typedef struct Pending {
+	Model *m;
+	Onnx__TensorProto *src;  /* the float32 tensor, its data external */
+	QuantReport *rep;
+	int counted;             /* its clamps are in the report */
+} Pending;
+
+static int pending_fill(void *ud, const Onnx__TensorProto *t, void *out, size_t len)
+{
+	Pending *pd = ud;
+	int64_t clamped, raised;
+	if (len != (size_t)tensor_proto_numel(t) * 2 || to_half(pd->m, pd->src, out, &clamped, &raised) < 0)
+		return error_prefix("converting '%s' to float16", t->name ? t->name : "");
+	if (!pd->counted && (clamped || raised))
+		report_tensor(pd->rep, t->name, clamped, raised);
+	pd->counted = 1;
+	return 0;
+}
+
+static void pending_free(void *ud)
+{
+	Pending *pd = ud;
+	onnx__tensor_proto__free_unpacked(pd->src, NULL);
+	free(pd);
+}
+
+/* float32 TensorProto *pp -> float16, clamping into range (see top). An
+ * initializer whose data is external, in a model saved next
+ * (QuantOpts.save_next), is converted while it is written (model_defer):
+ * a model of external weights never holds more than one converted tensor. */
+static int tensor_to_half(FCtx *f, Onnx__TensorProto **pp, const char *what, int init)
+{
+	Onnx__TensorProto *p = *pp;
+	Tensor h = {0};
+	if ((int)p->n_dims > QM_MAX_RANK)
+		return error("tensor '%s': rank %zu exceeds the supported maximum %d", p->name ? p->name : "",
+			     p->n_dims, QM_MAX_RANK);
+	int defer = init && f->o->save_next && p->has_data_location &&
+		    p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+	if (defer) {
+		int64_t n = tensor_proto_numel(p);
+		if (n < 0)
+			return error("tensor '%s': invalid dims", p->name ? p->name : "");
+		Onnx__TensorProto *q = xmalloc(sizeof *q);
+		onnx__tensor_proto__init(q);
+		q->name = xstrdup(p->name ? p->name : "");
+		q->has_data_type = 1;
+		q->data_type = DT_FLOAT16;
+		q->n_dims = p->n_dims;
+		q->dims = xmalloc(sizeof(int64_t) * (p->n_dims ? p->n_dims : 1));
+		if (p->n_dims)
+			memcpy(q->dims, p->dims, sizeof(int64_t) * p->n_dims);
+		q->has_raw_data = 1;
+		q->raw_data.len = (size_t)n * 2;
+		q->raw_data.data = NULL;
+		if (p->doc_string)
+			q->doc_string = xstrdup(p->doc_string);
+		Pending *pd = xmalloc(sizeof *pd);
+		*pd = (Pending){.m = f->m, .src = p, .rep = f->rep};
+		model_defer(f->m, q, pending_fill, pending_free, pd);
+		*pp = q;
+		return 0;
+	}
+	int64_t clamped, raised;
+	if (tensor_alloc(&h, DT_FLOAT16, (int)p->n_dims, p->dims) < 0 || to_half(f->m, p, h.data, &clamped, &raised) < 0) {
+		tensor_free(&h);
+		return -1;
+	}
 	Onnx__TensorProto *q = qc_proto_take(&h, p->name ? p->name : "");
 	if (p->doc_string)
 		q->doc_string = xstrdup(p->doc_string);
 	f->clamped += clamped;
 	f->raised += raised;
 	if (clamped || raised)
-		report_tensor(f, what, clamped, raised);
+		report_tensor(f->rep, what, clamped, raised);
 	onnx__tensor_proto__free_unpacked(p, NULL);  /* what may be its name */
 	*pp = q;
 	return 0;
@@ -641,10 +708,10 @@ static int convert_attrs(FCtx *f, GCtx *c, Onnx__NodeProto *n)
 		char *what = xasprintf("%s.%s", lab, a->name);
 		int r = 0;
 		if (a->t && a->t->data_type == DT_FLOAT)
-			r = tensor_to_half(f, &a->t, what);
+			r = tensor_to_half(f, &a->t, what, 0);
 		for (size_t j = 0; r == 0 && j < a->n_tensors; j++)
 			if (a->tensors[j]->data_type == DT_FLOAT)
-				r = tensor_to_half(f, &a->tensors[j], what);
+				r = tensor_to_half(f, &a->tensors[j], what, 0);
 		free(what);
 		if (r < 0)
 			return -1;
@@ -740,7 +807,7 @@ static int convert_graph(FCtx *f, GCtx *parent, Onnx__GraphProto *g, int io, int
 	for (size_t i = 0; r == 0 && i < g->n_initializer; i++) {
 		Val *v = val_find(&c, g->initializer[i]->name);
 		if (is_float(v) && v->type == DT_FLOAT16)
-			r = tensor_to_half(f, &g->initializer[i], g->initializer[i]->name);
+			r = tensor_to_half(f, &g->initializer[i], g->initializer[i]->name, 1);
 	}
 	if (r == 0) {
 		set_vi_types(&c, g->input, g->n_input);

@@ -3,6 +3,7 @@
 
 #include "onnx/node.h"
 
+#include <search.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -193,4 +194,110 @@ void qg_drop_unused_init(Onnx__GraphProto *g, const char *name)
 			g->n_input--;
 			break;
 		}
+}
+
+/* a graph and the scopes around it */
+typedef struct Scope {
+	const Onnx__GraphProto *g;
+	const struct Scope *up;
+} Scope;
+
+/* is name defined in s or an enclosing scope: node output, graph input or
+ * initializer? */
+static int defined_in(const Scope *s, const char *name)
+{
+	for (; s; s = s->up)
+		if (qg_defines(s->g, name) || qg_init(s->g, name))
+			return 1;
+	return 0;
+}
+
+static void prune(Onnx__GraphProto *g, const Scope *up)
+{
+	Scope here = {g, up};
+	size_t w = 0;
+	for (size_t i = 0; i < g->n_value_info; i++) {
+		Onnx__ValueInfoProto *v = g->value_info[i];
+		if (v->name && defined_in(&here, v->name))
+			g->value_info[w++] = v;
+		else
+			onnx__value_info_proto__free_unpacked(v, NULL);
+	}
+	g->n_value_info = w;
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_attribute; k++) {
+			Onnx__AttributeProto *a = g->node[i]->attribute[k];
+			if (a->g)
+				prune(a->g, &here);
+			for (size_t j = 0; j < a->n_graphs; j++)
+				prune(a->graphs[j], &here);
+		}
+}
+
+void qg_prune_value_info(Onnx__GraphProto *g)
+{
+	prune(g, NULL);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+void qg_name_add(QNames *s, const char *name)
+{
+	if (!name || !*name || tfind(name, &s->root, cmp_name))
+		return;
+	char *c = xstrdup(name);
+	if (!tsearch(c, &s->root, cmp_name))
+		fatalx(1, "out of memory");
+}
+
+int qg_name_taken(const QNames *s, const char *name)
+{
+	return tfind(name, (void **)&s->root, cmp_name) != NULL;
+}
+
+char *qg_name_fresh(QNames *s, const char *base)
+{
+	char *n = xstrdup(base);
+	for (int k = 2; qg_name_taken(s, n); k++) {
+		free(n);
+		n = xasprintf("%s_%d", base, k);
+	}
+	qg_name_add(s, n);
+	return n;
+}
+
+void qg_names_collect(QNames *s, const Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_input; i++)
+		qg_name_add(s, g->input[i]->name);
+	for (size_t i = 0; i < g->n_output; i++)
+		qg_name_add(s, g->output[i]->name);
+	for (size_t i = 0; i < g->n_initializer; i++)
+		qg_name_add(s, g->initializer[i]->name);
+	for (size_t i = 0; i < g->n_value_info; i++)
+		qg_name_add(s, g->value_info[i]->name);
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		qg_name_add(s, n->name);
+		for (size_t k = 0; k < n->n_input; k++)
+			qg_name_add(s, n->input[k]);
+		for (size_t k = 0; k < n->n_output; k++)
+			qg_name_add(s, n->output[k]);
+		for (size_t k = 0; k < n->n_attribute; k++) {
+			const Onnx__AttributeProto *a = n->attribute[k];
+			if (a->g)
+				qg_names_collect(s, a->g);
+			for (size_t j = 0; j < a->n_graphs; j++)
+				qg_names_collect(s, a->graphs[j]);
+		}
+	}
+}
+
+void qg_names_free(QNames *s)
+{
+	tdestroy(s->root, free);
+	s->root = NULL;
 }

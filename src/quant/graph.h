@@ -48,5 +48,22 @@ char *qg_scope(const char *outer, const Onnx__NodeProto *n, const Onnx__Attribut
 /* remove initializer name when no node reads it, in g or in any subgraph
  * (If/Loop/Scan bodies see the outer scope), and it is no graph output */
 void qg_drop_unused_init(Onnx__GraphProto *g, const char *name);
+/* drop the value_info entries of g (and of its subgraphs) naming no tensor
+ * the graph or an enclosing one still defines (a node output, graph input
+ * or initializer): what a rewrite renamed or removed */
+void qg_prune_value_info(Onnx__GraphProto *g);
+
+/* Every name a model uses (tensors, node names) at any depth, so that new
+ * names are unique across scopes (a body must not hide an outer name). */
+typedef struct QNames {
+	void *root;     /* tsearch tree of malloc'd strings */
+} QNames;
+void qg_names_collect(QNames *s, const Onnx__GraphProto *g);
+int qg_name_taken(const QNames *s, const char *name);
+/* base when free, else base_2, base_3 ...; taken from now on (malloc'd) */
+char *qg_name_fresh(QNames *s, const char *base);
+/* mark name as used */
+void qg_name_add(QNames *s, const char *name);
+void qg_names_free(QNames *s);
 
 #endif

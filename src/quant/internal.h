@@ -47,6 +47,10 @@ int qc_quant_weight(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, i
 int qc_quant_weight_transposed(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w,
 			       const char *base, int dtype, int symmetric, int reduce_range, int axis,
 			       QWeight *q);
+/* qc_quant_weight under the given initializer names */
+int qc_quant_weight_named(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, const char *qname,
+			  const char *sname, const char *zname, int dtype, int symmetric, int reduce_range,
+			  int axis, QWeight *q);
 void qc_weight_free(QWeight *q);
 
 /* A float initializer's values read where they lie when they can be (raw
@@ -85,5 +89,8 @@ void qc_report_skipped(QuantReport *rep, const Onnx__GraphProto *g, const char *
 int qc_body_ran(const CalibStats *s, const Onnx__GraphProto *g);
 void qc_report_tensor(QuantReport *rep, const char *name, int dtype, int64_t n, const float *scales,
 		      const int32_t *zps, int axis);
+/* add to the entry qc_report_tensor just wrote the names the rewrite gave
+ * its tensor: quantized, scale, zero point and dequantized (NULL: none) */
+void qc_report_names(QuantReport *rep, const char *q, const char *s, const char *z, const char *dq);
 
 #endif

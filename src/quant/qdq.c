@@ -86,8 +86,9 @@ static int is_weight_op(const char *op)
 
 typedef struct Act {
 	char *name;
-	char *base;        /* of new names: name, or scope/name for an outer value */
-	char *dq;          /* T_DequantizeLinear_Output */
+	char *dq;          /* T_DequantizeLinear_Output (compact: T_dq) */
+	char *s, *z, *q;   /* its scale, zero point and QuantizeLinear output */
+	char *qn, *dqn;    /* the names of its two nodes */
 	QParams p;
 	int done;          /* its Q/DQ nodes were placed */
 } Act;
@@ -121,7 +122,51 @@ struct Ctx {
 	QWeight *wq;             /* ... and their parameters (parallel) */
 	PtrVec dqname;           /* weights with a DequantizeLinear here ... */
 	PtrVec dqout;            /* ... and its output (parallel) */
+	PtrVec bname, bdq;       /* the same for int32 biases made here */
+	QNames *names;           /* every name of the model (compact names) */
+	int *next_id;            /* the next number to try for compact names */
 };
+
+/* Compact names (quantize.names = compact): a number N no name of the
+ * model uses as sN, zN, qN (scale, zero point, QuantizeLinear output) or
+ * QN, DQN (node names); the tensor names are reserved from now on (the
+ * node names are numbered by N alone, DQN_2 for a second one) */
+static int new_id(Ctx *c)
+{
+	char b[5][32];
+	for (;; (*c->next_id)++) {
+		int n = *c->next_id, free_all = 1;
+		snprintf(b[0], sizeof b[0], "s%d", n);
+		snprintf(b[1], sizeof b[1], "z%d", n);
+		snprintf(b[2], sizeof b[2], "q%d", n);
+		snprintf(b[3], sizeof b[3], "Q%d", n);
+		snprintf(b[4], sizeof b[4], "DQ%d", n);
+		for (int i = 0; i < 5 && free_all; i++)
+			free_all = !qg_name_taken(c->names, b[i]);
+		if (!free_all)
+			continue;
+		for (int i = 0; i < 3; i++)
+			qg_name_add(c->names, b[i]);
+		return (*c->next_id)++;
+	}
+}
+
+static int compact(const Ctx *c)
+{
+	return c->o->names == QNAMES_COMPACT;
+}
+
+/* base + suffix, made unique in compact mode (onnxruntime's names stay as
+ * they always were) */
+static char *gen_name(Ctx *c, const char *base, const char *suffix)
+{
+	char *s = xasprintf("%s%s", base, suffix);
+	if (!compact(c))
+		return s;
+	char *u = qg_name_fresh(c->names, s);
+	free(s);
+	return u;
+}
 
 /* the scope (c or an enclosing one) whose initializer a read of name in c
  * resolves to, or NULL: a nearer definition hides outer initializers */
@@ -178,10 +223,28 @@ static Act *act_get(Ctx *c, const char *name)
 	a = &c->acts[c->nacts++];
 	memset(a, 0, sizeof *a);
 	a->name = xstrdup(name);
-	a->base = !c->scope || qg_defines(c->g, name) ? xstrdup(name) : xasprintf("%s/%s", c->scope, name);
-	a->dq = xasprintf("%s_DequantizeLinear_Output", a->base);
+	/* new names start with name, or scope/name for an outer value */
+	char *base = !c->scope || qg_defines(c->g, name) ? xstrdup(name) : xasprintf("%s/%s", c->scope, name);
+	if (compact(c)) {
+		int id = new_id(c);
+		a->dq = gen_name(c, base, "_dq");
+		a->s = xasprintf("s%d", id);
+		a->z = xasprintf("z%d", id);
+		a->q = xasprintf("q%d", id);
+		a->qn = xasprintf("Q%d", id);
+		a->dqn = xasprintf("DQ%d", id);
+	} else {
+		a->dq = xasprintf("%s_DequantizeLinear_Output", base);
+		a->s = xasprintf("%s_scale", base);
+		a->z = xasprintf("%s_zero_point", base);
+		a->q = xasprintf("%s_QuantizeLinear_Output", base);
+		a->qn = xasprintf("%s_QuantizeLinear", base);
+		a->dqn = xasprintf("%s_DequantizeLinear", base);
+	}
+	free(base);
 	a->p = qparams_compute(lo, hi, c->o->act_type, c->o->act_symmetric, 0);
 	qc_report_tensor(c->rep, name, a->p.dtype, 1, &a->p.scale, &a->p.zero_point, -1);
+	qc_report_names(c->rep, a->q, a->s, a->z, a->dq);
 	return a;
 }
 
@@ -197,30 +260,31 @@ static void set_domain(Ctx *c, Onnx__NodeProto *n, int dtype)
 /* the Q/DQ pair of activation a, appended to nodes */
 static void place_pair(Ctx *c, Act *a, Onnx__NodeProto ***nodes, size_t *n)
 {
-	char *sname = xasprintf("%s_scale", a->base), *zname = xasprintf("%s_zero_point", a->base);
-	char *qout = xasprintf("%s_QuantizeLinear_Output", a->base);
-	char *qn = xasprintf("%s_QuantizeLinear", a->base), *dqn = xasprintf("%s_DequantizeLinear", a->base);
-	qg_add_scalar_f(c->g, sname, a->p.scale);
-	qc_add_zp(c->g, zname, a->p.dtype, 0, NULL, &a->p.zero_point, 1);
-	const char *qin[] = {a->name, sname, zname}, *dqin[] = {qout, sname, zname};
-	Onnx__NodeProto *q = qg_node("QuantizeLinear", qn, 3, qin, 1, (const char *const *)&qout);
-	Onnx__NodeProto *dq = qg_node("DequantizeLinear", dqn, 3, dqin, 1, (const char *const *)&a->dq);
+	qg_add_scalar_f(c->g, a->s, a->p.scale);
+	qc_add_zp(c->g, a->z, a->p.dtype, 0, NULL, &a->p.zero_point, 1);
+	const char *qin[] = {a->name, a->s, a->z}, *dqin[] = {a->q, a->s, a->z};
+	Onnx__NodeProto *q = qg_node("QuantizeLinear", a->qn, 3, qin, 1, (const char *const *)&a->q);
+	Onnx__NodeProto *dq = qg_node("DequantizeLinear", a->dqn, 3, dqin, 1, (const char *const *)&a->dq);
 	set_domain(c, q, a->p.dtype);
 	set_domain(c, dq, a->p.dtype);
 	qg_push(nodes, n, q);
 	qg_push(nodes, n, dq);
 	a->done = 1;
-	free(sname);
-	free(zname);
-	free(qout);
-	free(qn);
-	free(dqn);
 }
 
+/* the DequantizeLinear node of a weight or bias: base_DequantizeLinear,
+ * or compact DQN after its scale sN (DQN_2 for another scope's) */
 static void push_dq(Ctx *c, const char *base, const char *qname, const char *sname, const char *zname,
 		    const char *out, int axis, int dtype)
 {
-	char *nm = xasprintf("%s_DequantizeLinear", base);
+	char *nm;
+	if (compact(c)) {
+		char *b = xasprintf("DQ%s", sname + 1);
+		nm = qg_name_fresh(c->names, b);
+		free(b);
+	} else {
+		nm = xasprintf("%s_DequantizeLinear", base);
+	}
 	const char *in[] = {qname, sname, zname};
 	Onnx__NodeProto *dq = qg_node("DequantizeLinear", nm, 3, in, 1, &out);
 	set_domain(c, dq, dtype);
@@ -241,7 +305,7 @@ static const char *weight_dq(Ctx *c, Ctx *o, size_t k, const char *name)
 			return c->dqout.v[i];
 	const QWeight *q = &o->wq[k];
 	char *base = c == o ? xstrdup(name) : xasprintf("%s/%s", c->scope, name);
-	char *dqout = xasprintf("%s_DequantizeLinear_Output", base);
+	char *dqout = compact(c) ? gen_name(c, base, "_dq") : xasprintf("%s_DequantizeLinear_Output", base);
 	push_dq(c, base, q->qname, q->sname, q->zname, dqout, q->axis, q->dtype);
 	pv_push(&c->dqname, xstrdup(name));
 	pv_push(&c->dqout, dqout);
@@ -257,9 +321,22 @@ static long long quant_init(Ctx *o, const char *name, int dtype, int symmetric, 
 		if (!strcmp(o->wdone.v[i], name))
 			return (long long)i;
 	QWeight q;
-	if (qc_quant_weight(o->m, o->g, qg_init(o->g, name), dtype, symmetric, reduce_range, axis, &q) < 0)
+	int r;
+	const Onnx__TensorProto *w = qg_init(o->g, name);
+	if (compact(o)) {
+		int id = new_id(o);
+		char *qn = gen_name(o, name, "_q"), *sn = xasprintf("s%d", id), *zn = xasprintf("z%d", id);
+		r = qc_quant_weight_named(o->m, o->g, w, qn, sn, zn, dtype, symmetric, reduce_range, axis, &q);
+		free(qn);
+		free(sn);
+		free(zn);
+	} else {
+		r = qc_quant_weight(o->m, o->g, w, dtype, symmetric, reduce_range, axis, &q);
+	}
+	if (r < 0)
 		return -1;
 	qc_report_tensor(o->rep, name, dtype, q.nch, q.scales, q.zps, axis);
+	qc_report_names(o->rep, q.qname, q.sname, q.zname, NULL);
 	o->wq = xreallocarray(o->wq, o->wdone.n + 1, sizeof *o->wq);
 	o->wq[o->wdone.n] = q;
 	pv_push(&o->wdone, xstrdup(name));
@@ -308,23 +385,40 @@ static int quant_bias(Ctx *c, Onnx__NodeProto *n, size_t bi, float in_scale, con
 	}
 	/* the int32 bias depends on the input scale: it goes in c's scope */
 	char *base = c == o ? xstrdup(name) : xasprintf("%s/%s", c->scope, name);
-	char *b1 = xasprintf("%s_quantized", base), *b2 = xasprintf("%s_scale", base), *b3 = xasprintf("%s_zero_point", base);
+	char *qn, *sn, *zn, *dqout;
+	if (compact(c)) {
+		int id = new_id(c);
+		qn = gen_name(c, base, "_q");
+		sn = xasprintf("s%d", id);
+		zn = xasprintf("z%d", id);
+		dqout = gen_name(c, base, "_dq");
+	} else {
+		char *b1 = xasprintf("%s_quantized", base), *b2 = xasprintf("%s_scale", base),
+		     *b3 = xasprintf("%s_zero_point", base);
+		qn = qg_unique_name(c->g, b1);
+		sn = qg_unique_name(c->g, b2);
+		zn = qg_unique_name(c->g, b3);
+		dqout = xasprintf("%s_DequantizeLinear_Output", qn);
+		free(b1);
+		free(b2);
+		free(b3);
+	}
 	free(base);
-	char *qn = qg_unique_name(c->g, b1), *sn = qg_unique_name(c->g, b2), *zn = qg_unique_name(c->g, b3);
 	int axis = nch > 1 ? 0 : -1;
 	int prank = axis < 0 ? 0 : 1;
 	qg_add_values(c->g, qn, DT_INT32, 1, &len, q);
 	qg_add_values(c->g, sn, DT_FLOAT, prank, &nch, scales);
 	qc_add_zp(c->g, zn, DT_INT32, prank, &nch, zps, nch);
-	char *dqout = xasprintf("%s_DequantizeLinear_Output", qn);
 	push_dq(c, qn, qn, sn, zn, dqout, axis, DT_INT32);
 	qc_report_tensor(c->rep, name, DT_INT32, nch, scales, zps, axis);
+	qc_report_names(c->rep, qn, sn, zn, NULL);
 	pv_push(&o->biases, xstrdup(name));
+	if (c == o) {
+		pv_push(&c->bname, xstrdup(name));
+		pv_push(&c->bdq, xstrdup(dqout));
+	}
 	qg_set_input(n, bi, dqout);
 	free(dqout);
-	free(b1);
-	free(b2);
-	free(b3);
 	free(qn);
 	free(sn);
 	free(zn);
@@ -504,12 +598,52 @@ static Onnx__NodeProto *try_fold(Ctx *c, Onnx__NodeProto *r, const PtrVec *qn)
 	return p;
 }
 
+/* rename every read of from in g's nodes (and their outputs) to to */
+static void rename_in(Onnx__GraphProto *g, const char *from, const char *to)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		Onnx__NodeProto *n = g->node[i];
+		for (size_t k = 0; k < n->n_input; k++)
+			if (!strcmp(n->input[k], from))
+				qg_set_input(n, k, to);
+		for (size_t k = 0; k < n->n_output; k++)
+			if (!strcmp(n->output[k], from)) {
+				free(n->output[k]);
+				n->output[k] = xstrdup(to);
+			}
+	}
+}
+
+/* Compact names: an initializer W of this scope that no node reads in
+ * float any more is gone; the DequantizeLinear output that replaced it
+ * (W_dq) takes its name, so its consumers read W as before. Bodies read
+ * their own DequantizeLinear (named by their scope), never this one. */
+static void take_names(Ctx *c, const PtrVec *orig, const PtrVec *dq)
+{
+	for (size_t i = 0; i < orig->n; i++) {
+		const char *w = orig->v[i];
+		int first = 1;
+		for (size_t k = 0; k < i && first; k++)
+			first = strcmp(orig->v[k], w) != 0;
+		int held = orig == &c->bname;  /* biases are listed in their own scope only */
+		for (size_t k = 0; k < c->wdone.n && !held; k++)
+			held = !strcmp(c->wdone.v[k], w);
+		if (first && held && !qg_init(c->g, w) && !qg_defines(c->g, w) && !qg_is_output(c->g, w))
+			rename_in(c->g, dq->v[i], w);
+	}
+}
+
 static void ctx_free(Ctx *c)
 {
 	for (size_t i = 0; i < c->nacts; i++) {
-		free(c->acts[i].name);
-		free(c->acts[i].base);
-		free(c->acts[i].dq);
+		Act *a = &c->acts[i];
+		free(a->name);
+		free(a->dq);
+		free(a->s);
+		free(a->z);
+		free(a->q);
+		free(a->qn);
+		free(a->dqn);
 	}
 	free(c->acts);
 	for (size_t i = 0; i < c->npre; i++)
@@ -523,8 +657,14 @@ static void ctx_free(Ctx *c)
 		free(c->dqname.v[i]);
 		free(c->dqout.v[i]);
 	}
+	for (size_t i = 0; i < c->bname.n; i++) {
+		free(c->bname.v[i]);
+		free(c->bdq.v[i]);
+	}
 	pv_free(&c->dqname);
 	pv_free(&c->dqout);
+	pv_free(&c->bname);
+	pv_free(&c->bdq);
 	pv_free(&c->wdone);
 	for (size_t i = 0; i < c->biases.n; i++)
 		free(c->biases.v[i]);
@@ -571,7 +711,8 @@ static int quant_bodies(Ctx *c, Onnx__NodeProto *n)
 			report_skipped(c, b, scope, "its subgraph never ran during calibration (a branch not taken): no statistics");
 		} else {
 			Ctx s = {.parent = c, .scope = scope, .nq = c->nq, .why = c->why, .nwhy = c->nwhy, .m = c->m,
-				 .qdomain = c->qdomain, .g = b, .stats = c->stats, .o = c->o, .rep = c->rep};
+				 .qdomain = c->qdomain, .g = b, .stats = c->stats, .o = c->o, .rep = c->rep,
+				 .names = c->names, .next_id = c->next_id};
 			r = quant_graph(&s);
 			ctx_free(&s);
 		}
@@ -695,6 +836,10 @@ static int quant_graph(Ctx *c)
 			qg_drop_unused_init(g, c->wdone.v[i]);
 		for (size_t i = 0; i < c->biases.n; i++)
 			qg_drop_unused_init(g, c->biases.v[i]);
+		if (compact(c)) {
+			take_names(c, &c->dqname, &c->dqout);
+			take_names(c, &c->bname, &c->bdq);
+		}
 	}
 	for (size_t i = 0; i < norig; i++) {
 		free(why[i]);
@@ -724,7 +869,12 @@ int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, Quan
 			     (long long)opset);
 	size_t nq = 0, nwhy = 0, norig = g->n_node;
 	StrBuf why = {0};
-	Ctx c = {.nq = &nq, .why = &why, .nwhy = &nwhy, .m = m, .g = g, .stats = stats, .o = o, .rep = rep};
+	QNames names = {0};
+	int next_id = 1;
+	if (o->names == QNAMES_COMPACT)
+		qg_names_collect(&names, g);
+	Ctx c = {.nq = &nq, .why = &why, .nwhy = &nwhy, .m = m, .g = g, .stats = stats, .o = o, .rep = rep,
+		 .names = &names, .next_id = &next_id};
 	if ((o->act_type == DT_INT16 || o->act_type == DT_UINT16) && opset < 21) {
 		/* ONNX QuantizeLinear takes 16 bits from opset 21; raising the
 		 * model's opset would change other operators' semantics */
@@ -735,7 +885,10 @@ int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, Quan
 	if (r == 0 && nq == 0)
 		r = error("nothing to quantize: none of the %zu nodes could be quantized (%s)", norig,
 			  why.len ? why.buf : "the graph has no nodes");
+	if (r == 0)
+		qg_prune_value_info(g);
 	sb_release(&why);
 	ctx_free(&c);
+	qg_names_free(&names);
 	return r;
 }

@@ -52,9 +52,13 @@
  * graph of its own after the node holding it: twins do not cross a body's
  * boundary (an outer value the body quantizes gets a QuantizeLinear inside
  * it, its twin named by the scope, "If_0/then/x_quantized"; the body's
- * outputs are float), a Conv/Gemm/MatMul whose weight is an initializer of
- * an enclosing graph stays float, and a body calibration never ran stays
- * float whole. quant.json names body nodes by scope. */
+ * outputs are float). A Conv/Gemm/MatMul weight that is an initializer of
+ * an enclosing graph is quantized in that graph, once for all the bodies
+ * reading it, and each body's QLinearConv/QLinearMatMul reads it from
+ * there (onnxruntime runs outer-scope initializers as constant inputs);
+ * its int32 bias, which depends on the body's input scale, lives in the
+ * body. A body calibration never ran stays float whole. quant.json names
+ * body nodes by scope. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +83,7 @@ typedef struct QVal {
 typedef struct Ctx {
 	Model *m;
 	Onnx__GraphProto *g;
-	const struct Ctx *parent; /* the enclosing graph's (NULL: main graph) */
+	struct Ctx *parent;       /* the enclosing graph's (NULL: main graph) */
 	const char *scope;        /* "If_0/then" (NULL: main graph) */
 	size_t *nq;               /* nodes quantized, over all scopes */
 	int *ms;                  /* a com.microsoft operator was emitted, any scope */
@@ -107,6 +111,26 @@ typedef struct Ctx {
 	size_t nranges;
 	PtrVec replaced;          /* float initializers that may have lost their readers */
 } Ctx;
+
+/* the scope (c or an enclosing one) whose initializer a read of name in c
+ * resolves to, or NULL: a nearer definition hides outer initializers */
+static Ctx *init_holder(Ctx *c, const char *name)
+{
+	for (; c && name; c = c->parent) {
+		if (qg_init(c->g, name))
+			return c;
+		if (qg_defines(c->g, name))
+			return NULL;
+	}
+	return NULL;
+}
+
+/* the initializer a read of name in c resolves to, or NULL */
+static const Onnx__TensorProto *init_of(Ctx *c, const char *name)
+{
+	Ctx *h = init_holder(c, name);
+	return h ? qg_init(h->g, name) : NULL;
+}
 
 static QVal *val_find(Ctx *c, const char *name)
 {
@@ -251,10 +275,16 @@ static int out_target(Ctx *c, Onnx__NodeProto *n, const char **y, QParams *p)
 }
 
 /* weight proto w, quantized once per key; kind: see Ctx. 0 with *why when
- * the weight is already quantized another way */
+ * the weight is already quantized another way. A weight of an enclosing
+ * graph is quantized there, once for every body reading it: a body's
+ * QLinearConv reads the quantized initializer as an outer value (onnxruntime
+ * takes it, as it takes outer float weights) */
 static int weight(Ctx *c, const char *key, const Onnx__TensorProto *w, int axis, int kind, QWeight **q,
 		  const char **why)
 {
+	Ctx *h = init_holder(c, key);
+	if (h)
+		c = h;
 	for (size_t i = 0; i < c->wkeys.n; i++)
 		if (!strcmp(c->wkeys.v[i], key)) {
 			*q = &c->wq[i];
@@ -281,7 +311,7 @@ static int weight(Ctx *c, const char *key, const Onnx__TensorProto *w, int axis,
 /* a float initializer of numel n (n < 0: any), read as a tensor; 0 when not */
 static int float_const(Ctx *c, const char *name, int64_t n, Tensor *t)
 {
-	const Onnx__TensorProto *p = name ? qg_init(c->g, name) : NULL;
+	const Onnx__TensorProto *p = init_of(c, name);
 	if (!p || p->data_type != DT_FLOAT)
 		return 0;
 	if (tensor_from_proto(c->m, p, t) < 0)
@@ -309,7 +339,10 @@ static char *bias_q(Ctx *c, const char *name, const Tensor *b, float beta, float
 	char *base = xasprintf("%s_quantized", name), *qn = qg_unique_name(c->g, base);
 	qg_add_values(c->g, qn, DT_INT32, 1, &m, q);
 	qc_report_tensor(c->rep, name, DT_INT32, w->nch, sc, zp, w->nch > 1 ? 0 : -1);
-	pv_push(&c->replaced, xstrdup(name));
+	/* the int32 bias depends on the input scale: it stays in c; the float
+	 * one may go from the graph holding it */
+	Ctx *h = init_holder(c, name);
+	pv_push(&(h ? h : c)->replaced, xstrdup(name));
 	free(base);
 	free(q);
 	free(sc);
@@ -344,7 +377,7 @@ static const char *base_of(const Onnx__NodeProto *n)
 static int do_conv(Ctx *c, Onnx__NodeProto *n, const char **why)
 {
 	const char *x = node_input(n, 0), *w = node_input(n, 1), *b = node_input(n, 2), *y;
-	const Onnx__TensorProto *wp = w ? qg_init(c->g, w) : NULL;
+	const Onnx__TensorProto *wp = init_of(c, w);
 	QParams yp;
 	Tensor bt = {0};
 	if (!wp || wp->data_type != DT_FLOAT || wp->n_dims < 3 || !can_twin(c, x))
@@ -441,7 +474,7 @@ static int conv1x1(Ctx *c, const Onnx__NodeProto *n, const char *x, const Onnx__
 static int do_gemm(Ctx *c, Onnx__NodeProto *n, const char **why)
 {
 	const char *x = node_input(n, 0), *bn = node_input(n, 1), *cn = node_input(n, 2), *y;
-	const Onnx__TensorProto *bp = bn ? qg_init(c->g, bn) : NULL;
+	const Onnx__TensorProto *bp = init_of(c, bn);
 	int64_t ta, tb;
 	float alpha, beta;
 	if (attr_int(n, "transA", 0, &ta) < 0 || attr_int(n, "transB", 0, &tb) < 0 ||
@@ -488,7 +521,7 @@ static int matmul_add(Ctx *c, Onnx__NodeProto *n, const Onnx__TensorProto *bp, c
 	    bp->n_dims != 2 || known_rank(c->g, a) != 2)
 		return 0;
 	const char *cn = !strcmp(ad->input[0], y0) ? ad->input[1] : ad->input[0];
-	const Onnx__TensorProto *cp = qg_init(c->g, cn);
+	const Onnx__TensorProto *cp = init_of(c, cn);
 	if (!strcmp(cn, y0) || !cp || cp->n_dims < 1 || cp->n_dims > 2 || cp->dims[cp->n_dims - 1] != bp->dims[1])
 		return 0;
 	Tensor ct = {0};
@@ -518,7 +551,7 @@ static int matmul_add(Ctx *c, Onnx__NodeProto *n, const Onnx__TensorProto *bp, c
 static int do_matmul(Ctx *c, Onnx__NodeProto *n, const char **why)
 {
 	const char *a = node_input(n, 0), *b = node_input(n, 1), *y;
-	const Onnx__TensorProto *bp = b ? qg_init(c->g, b) : NULL;
+	const Onnx__TensorProto *bp = init_of(c, b);
 	int bconst = bp && bp->data_type == DT_FLOAT;
 	QParams yp;
 	if (!can_twin(c, a) || (!bconst && !can_twin(c, b)))
@@ -702,20 +735,6 @@ static int has_subgraph(const Onnx__NodeProto *n)
 	return 0;
 }
 
-/* is name, read in body c, an initializer of an enclosing graph? */
-static int outer_init(const Ctx *c, const char *name)
-{
-	if (!c->parent || qg_init(c->g, name) || qg_defines(c->g, name))
-		return 0;
-	for (const Ctx *o = c->parent; o; o = o->parent) {
-		if (qg_init(o->g, name))
-			return 1;
-		if (qg_defines(o->g, name))
-			return 0;
-	}
-	return 0;
-}
-
 /* one original node: converted (1), kept in float (0, *why), -1 error */
 static int step(Ctx *c, Onnx__NodeProto *n, const char **why)
 {
@@ -740,9 +759,6 @@ static int step(Ctx *c, Onnx__NodeProto *n, const char **why)
 		*why = "kept in float: a symmetric activation range does not clamp as it does";
 	else
 		*why = "kept in float: it does not follow a quantized Conv, Gemm, MatMul, Add or Mul as their output's sole reader";
-	if (r == 0 && (!strcmp(op, "Conv") || !strcmp(op, "Gemm") || !strcmp(op, "MatMul")) && n->n_input > 1 &&
-	    outer_init(c, n->input[1]))
-		*why = "its weight is an initializer of an enclosing graph: QOperator quantizes a body's own weights only";
 	if (r <= 0) /* a fold tried above is off */
 		memcpy(c->status, before, c->norig * sizeof *before);
 	free(before);

@@ -28,6 +28,11 @@
 
 enum { QMODE_STATIC, QMODE_DYNAMIC, QMODE_FP16 };
 enum { QFMT_QDQ, QFMT_QOPERATOR };
+/* names of what static QDQ adds: onnxruntime's (W_quantized, T_scale,
+ * T_DequantizeLinear_Output ..., matched by its qdq_loss_debug) or compact
+ * (a weight's DequantizeLinear output takes the weight's own name, an
+ * activation's T_dq; scales, zero points and the Q/DQ links are numbered) */
+enum { QNAMES_ORT, QNAMES_COMPACT };
 
 typedef struct QuantOpts {
 	int mode;                /* QMODE_* */
@@ -42,6 +47,10 @@ typedef struct QuantOpts {
 	int bins;                /* histogram bins for percentile/entropy; 0: the statistics' own */
 	int target_gpu;          /* quantize.target = gpu */
 	int keep_io_types;       /* fp16: graph inputs and outputs stay float32 */
+	int names;               /* QNAMES_* (static QDQ) */
+	int save_next;           /* the caller saves the model next and runs nothing on it
+				    (the quantize stage): fp16 may convert external weights
+				    while they are written (model_defer) */
 	/* op types to quantize (none: every supported one), op types and node
 	 * names to leave in float; strings borrowed */
 	PtrVec ops, exclude_ops, exclude_nodes;

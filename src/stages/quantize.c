@@ -40,6 +40,8 @@ static const StageParam params[] = {
 	 "where the model will run: gpu refuses formats onnxruntime's GPU providers cannot execute"},
 	{"quantize.keep-io-types", PARAM_BOOL, NULL, "false", 1,
 	 "fp16: graph inputs and outputs stay float32 (Casts at the boundary)"},
+	{"quantize.names", PARAM_ENUM, "onnxruntime|compact", "onnxruntime", 1,
+	 "static qdq: names of the added tensors and nodes: onnxruntime's (W_quantized, T_DequantizeLinear_Output...) or compact (W, T_dq, numbered scales)"},
 	{NULL, 0, NULL, NULL, 0, NULL},
 };
 
@@ -126,6 +128,9 @@ int quant_opts_read(const Section *sec, const char *model, QuantOpts *o)
 	o->bins = bins ? atoi(bins) : 0;
 	o->target_gpu = !strcmp(stage_param_value(sec, "quantize.target"), "gpu");
 	o->keep_io_types = is_true(stage_param_value(sec, "quantize.keep-io-types"));
+	o->names = !strcmp(stage_param_value(sec, "quantize.names"), "compact") ? QNAMES_COMPACT : QNAMES_ORT;
+	if ((o->mode != QMODE_STATIC || o->format != QFMT_QDQ) && sec_get(sec, "quantize.names"))
+		return refuse(sec, model, "quantize.names", "is only used by quantize = static with quantize.format = qdq");
 	if (o->method != CALIB_PERCENTILE && sec_get(sec, "quantize.percentile"))
 		return refuse(sec, model, "quantize.percentile", "is only used by quantize.method = percentile");
 	if (o->method == CALIB_PERCENTILE && !(o->percentile > 0 && o->percentile <= 100))
@@ -208,6 +213,8 @@ void quant_json(StrBuf *sb, const char *model, const QuantOpts *o, const CalibSt
 			sb_printf(sb, ",\n  \"bins\": %d", o->bins ? o->bins : CALIB_BINS);
 		if (stats)
 			sb_printf(sb, ",\n  \"calibration_samples\": %llu", (unsigned long long)stats->nsamples);
+		if (o->format == QFMT_QDQ)
+			sb_printf(sb, ",\n  \"names\": \"%s\"", o->names == QNAMES_COMPACT ? "compact" : "onnxruntime");
 	}
 	if (o->mode != QMODE_FP16)
 		sb_printf(sb, ",\n  \"per_channel\": %s,\n  \"reduce_range\": %s", o->per_channel ? "true" : "false",
@@ -230,6 +237,7 @@ static int run(StageCtx *c)
 	QuantReport rep = {0};
 	long long before = 0, after = 0;
 	int r = quant_opts_read(c->sec, c->model, &o);
+	o.save_next = 1;
 	if (r == 0 && (r = model_load(c->input, &m)) == 0)
 		before = model_disk_size(m, c->input);
 	if (r == 0 && o.mode == QMODE_STATIC) {
@@ -264,8 +272,9 @@ static int run(StageCtx *c)
 
 const Stage stage_quantize = {
 	.name = "quantize",
-	.version = 7,   /* 3: com.microsoft QLinear operators; 4: Constant weights hoisted; 5: DynamicQuantizeLSTM; 6: functions expanded;
-			   7: decomposed normalizations and Gelus kept float */
+	.version = 8,   /* 3: com.microsoft QLinear operators; 4: Constant weights hoisted; 5: DynamicQuantizeLSTM; 6: functions expanded;
+			   7: decomposed normalizations and Gelus kept float; 8: quantize.names, stale value_info dropped,
+			   tensor names in quant.json */
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = NULL,

@@ -9,8 +9,6 @@
 
 #include "verify/verify.h"
 
-#define DQ_SUFFIX "_DequantizeLinear_Output"
-
 typedef struct Name {
 	const char *name;
 	size_t idx;
@@ -49,24 +47,29 @@ static const char *node_name(const Onnx__NodeProto *n)
 	return n->n_output && n->output[0] ? n->output[0] : n->op_type;
 }
 
-/* nodes of q that read a dequantized tensor, by name */
+/* nodes of q that read a dequantized tensor (a DequantizeLinear's output,
+ * whatever the quantizer named it), by name */
 static Name *quantized_nodes(const Onnx__GraphProto *g, size_t *count)
 {
-	Name *v = xcalloc(g->n_node + 1, sizeof *v);
-	size_t n = 0, sl = strlen(DQ_SUFFIX);
+	Name *v = xcalloc(g->n_node + 1, sizeof *v), *dq = xcalloc(g->n_node + 1, sizeof *dq);
+	size_t n = 0, ndq = 0;
+	for (size_t i = 0; i < g->n_node; i++)
+		if (!strcmp(g->node[i]->op_type, "DequantizeLinear") && g->node[i]->n_output)
+			dq[ndq++] = (Name){g->node[i]->output[0], i};
+	if (ndq > 1)
+		qsort(dq, ndq, sizeof *dq, cmp_name);
 	for (size_t i = 0; i < g->n_node; i++) {
 		const Onnx__NodeProto *nd = g->node[i];
 		if (!nd->name || !*nd->name || !strcmp(nd->op_type, "QuantizeLinear") ||
 		    !strcmp(nd->op_type, "DequantizeLinear"))
 			continue;
 		int deq = 0;
-		for (size_t k = 0; k < nd->n_input && !deq; k++) {
-			size_t l = nd->input[k] ? strlen(nd->input[k]) : 0;
-			deq = l > sl && !strcmp(nd->input[k] + l - sl, DQ_SUFFIX);
-		}
+		for (size_t k = 0; k < nd->n_input && !deq; k++)
+			deq = nd->input[k] && *nd->input[k] && lookup(dq, ndq, nd->input[k]);
 		if (deq)
 			v[n++] = (Name){nd->name, i};
 	}
+	free(dq);
 	if (n > 1)
 		qsort(v, n, sizeof *v, cmp_name);
 	*count = n;

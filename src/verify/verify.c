@@ -11,8 +11,6 @@
 #include "exec/interp.h"
 #include "onnx/tensor.h"
 
-#define DQ_SUFFIX "_DequantizeLinear_Output"
-
 /* a quantized-model (or reference) tensor name and what it feeds */
 enum { M_REF, M_MATCH, M_PRE, M_WEIGHT };
 
@@ -323,6 +321,66 @@ static int same_producer(const Onnx__GraphProto *a, const Onnx__GraphProto *b, c
 	return x && y && !strcmp(x, y);
 }
 
+/* input 0 -> output 0 of the QuantizeLinear or DequantizeLinear nodes of a
+ * graph, sorted by input */
+typedef struct Link {
+	const char *in, *out;
+} Link;
+
+static int cmp_link(const void *a, const void *b)
+{
+	return strcmp(((const Link *)a)->in, ((const Link *)b)->in);
+}
+
+static Link *links(const Onnx__GraphProto *g, const char *op, size_t *count)
+{
+	Link *v = xcalloc(g->n_node + 1, sizeof *v);
+	size_t n = 0;
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *d = g->node[i];
+		if (!strcmp(d->op_type, op) && d->n_input && d->n_output)
+			v[n++] = (Link){d->input[0], d->output[0]};
+	}
+	if (n > 1)
+		qsort(v, n, sizeof *v, cmp_link);
+	*count = n;
+	return v;
+}
+
+static const char *follow(const Link *v, size_t n, const char *in)
+{
+	Link key = {.in = in};
+	const Link *l = n && in ? bsearch(&key, v, n, sizeof *v, cmp_link) : NULL;
+	return l ? l->out : NULL;
+}
+
+/* the reference initializer a DequantizeLinear d of q restores: its own
+ * output's name (compact names), or its output or input without the
+ * suffixes quantizers add (W_DequantizeLinear_Output, W_quantized, W_q) */
+static const char *weight_of(const Onnx__NodeProto *d, char **rinit, size_t n)
+{
+	static const char *const sfx[] = {"_DequantizeLinear_Output", "_quantized", "_dq", "_q"};
+	const char *cand[] = {d->output[0], d->input[0]};
+	for (size_t c = 0; c < 2; c++) {
+		if (has(rinit, n, cand[c]))
+			return cand[c];
+		char *b = xstrdup(cand[c]);
+		for (size_t k = 0; k < 4; k++) {
+			size_t l = strlen(b), sl = strlen(sfx[k]);
+			if (l > sl && !strcmp(b + l - sl, sfx[k])) {
+				b[l - sl] = 0;
+				char *const *hit = n ? bsearch(&b, rinit, n, sizeof *rinit, cmp_str) : NULL;
+				if (hit) {
+					free(b);
+					return *hit;
+				}
+			}
+		}
+		free(b);
+	}
+	return NULL;
+}
+
 static void push_match(Match **map, size_t *n, const char *name, int kind, size_t idx)
 {
 	*map = xreallocarray(*map, *n + 1, sizeof **map);
@@ -347,11 +405,14 @@ static void plan_layers(Run *r, Model *ref, Model *q)
 		if (!has((char **)rinit.v, rinit.n, rg->input[i]->name))
 			pv_push(&rnames, rg->input[i]->name);
 	node_outputs(rg, &rnames);
+	/* T's QDQ pair, found by structure whatever the quantizer named it */
+	size_t nql, ndql;
+	Link *ql = links(qg, "QuantizeLinear", &nql), *dql = links(qg, "DequantizeLinear", &ndql);
 	rep->acts = xcalloc(rnames.n + 1, sizeof *rep->acts);
 	for (size_t i = 0; i < rnames.n; i++) {
 		const char *t = rnames.v[i];
-		char *dq = xasprintf("%s" DQ_SUFFIX, t);
-		const char *qn = has((char **)qset.v, qset.n, dq) ? dq : has((char **)qset.v, qset.n, t) ? t : NULL;
+		const char *dq = follow(dql, ndql, follow(ql, nql, t));
+		const char *qn = dq ? dq : has((char **)qset.v, qset.n, t) ? t : NULL;
 		if (qn) {
 			size_t k = rep->nacts++;
 			rep->acts[k].name = xstrdup(t);
@@ -363,33 +424,27 @@ static void plan_layers(Run *r, Model *ref, Model *q)
 			if (qn == dq && has((char **)qset.v, qset.n, t) && same_producer(rg, qg, t))
 				push_match(&r->qmap, &r->nqmap, rep->acts[k].name, M_PRE, k);
 		}
-		free(dq);
 	}
-	/* weights: W_DequantizeLinear_Output or W_quantized_DequantizeLinear_Output */
+	/* weights: the DequantizeLinear nodes reading an initializer */
 	PtrVec qouts = {0};
 	node_outputs(qg, &qouts);
-	size_t sl = strlen(DQ_SUFFIX);
 	rep->weights = xcalloc(qouts.n + 1, sizeof *rep->weights);
 	r->winit = xcalloc(qouts.n + 1, sizeof *r->winit);
-	for (size_t i = 0; i < qouts.n; i++) {
-		const char *o = qouts.v[i];
-		size_t l = strlen(o);
-		if (l <= sl || strcmp(o + l - sl, DQ_SUFFIX))
+	for (size_t i = 0; i < qg->n_node; i++) {
+		const Onnx__NodeProto *d = qg->node[i];
+		if (strcmp(d->op_type, "DequantizeLinear") || !d->n_input || !d->n_output || !*d->output[0] ||
+		    producer(qg, d->input[0]))
 			continue;
-		char *base = xstrndup(o, l - sl);
-		size_t bl = strlen(base);
-		if (!has((char **)rinit.v, rinit.n, base) && bl > 10 && !strcmp(base + bl - 10, "_quantized"))
-			base[bl - 10] = 0;
-		for (size_t k = 0; k < rg->n_initializer; k++)
+		const char *base = weight_of(d, (char **)rinit.v, rinit.n);
+		for (size_t k = 0; base && k < rg->n_initializer; k++)
 			if (!strcmp(rg->initializer[k]->name, base)) {
 				size_t w = rep->nweights++;
 				rep->weights[w].name = xstrdup(base);
-				rep->weights[w].qname = xstrdup(o);
+				rep->weights[w].qname = xstrdup(d->output[0]);
 				r->winit[w] = rg->initializer[k];
 				push_match(&r->qmap, &r->nqmap, rep->weights[w].qname, M_WEIGHT, w);
 				break;
 			}
-		free(base);
 	}
 	if (r->nrmap > 1)
 		qsort(r->rmap, r->nrmap, sizeof *r->rmap, cmp_match);
@@ -401,6 +456,8 @@ static void plan_layers(Run *r, Model *ref, Model *q)
 	pv_free(&rnames);
 	pv_free(&rinit);
 	pv_free(&qouts);
+	free(ql);
+	free(dql);
 	verify_flat_free(qg);
 	verify_flat_free(rg);
 }

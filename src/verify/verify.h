@@ -14,12 +14,15 @@
  * drop in points and per-class accuracy are counted.
  *
  * Per layer: taps on both interpreters compare every float tensor the two
- * models share: a reference tensor T matches the quantized model's
- * T_DequantizeLinear_Output (what T's consumers see after a QDQ pair) or
- * else its own T. "local" SQNR compares T with T_DequantizeLinear_Output
+ * models share: a reference tensor T matches the output of the
+ * DequantizeLinear that reads T's QuantizeLinear in the quantized model
+ * (what T's consumers see after a QDQ pair; found by structure, whatever
+ * the names: T_DequantizeLinear_Output, or T_dq with quantize.names =
+ * compact) or else its own T. "local" SQNR compares T with that output
  * inside the quantized model (the error of that one quantization step).
- * Weights: every W_DequantizeLinear_Output (or W_quantized_...) whose W is a
- * reference initializer is compared with it once.
+ * Weights: every DequantizeLinear of an initializer whose output or input
+ * names a reference initializer W (W itself, W_DequantizeLinear_Output,
+ * W_quantized..., W_q, W_dq) is compared with it once.
  *
  * Library code: knows no rule files; returns 0 or -1 after error(). */
 #ifndef QM_VERIFY_VERIFY_H

@@ -407,23 +407,29 @@ st=$?
 [ $st -eq 0 ] && grep -q "^verify: ol2: the gates pass with 2 nodes left in float; .*: quantize.exclude-nodes = fc2 fc1\$" "$TMPD/log_ax2" &&
 	! grep -q 'round 3' "$TMPD/log_ax2" && pass "auto-exclusion stops at the first passing round (two nodes)" ||
 	fail "auto-exclusion stops at the first passing round (two nodes)" "status $st: $(grep '^verify: ol2: [a-z]' "$TMPD/log_ax2")"
-# gates no quantization can meet: auto-exclusion goes on through the nodes
-# whose own step adds no noise until one quantized node is left (leaving it
-# in float too would leave nothing to quantize: an error, said as the reason
-# to stop)
+# gates no quantization can meet: auto-exclusion tries the quantized nodes
+# in turn, each once, keeping in float only those whose round measures
+# better than the last kept one (the others are undone), until nothing is
+# left to try or to quantize
 olrules ol 12
 sed -i 's/^verify.min-sqnr = 30$/verify.min-sqnr = 300/' "$O/rules/m.rules"
-expect_err "auto-exclusion tries every quantized node before giving up" 1 "model 'ol': [12] verify gates? failed with [0-9]+ nodes left in float by verify.auto-exclude = 12" "$Q" -C "$O"
+expect_err "auto-exclusion tries every quantized node before giving up" 1 "model 'ol': [12] verify gates? failed with [0-9]+ nodes? left in float by verify.auto-exclude = 12" "$Q" -C "$O"
 "$PY" -c "
 import json
-r = json.load(open('$O/build/ol/failed/verify/verify.json'))
-q = json.load(open('$O/build/ol/quant.json'))
-every = {n['name'] for n in q['nodes'] if n['status'] == 'quantized'} | {'fc2'}
-got = r['auto_exclude']['excluded']
-assert len(got) == len(set(got)) == len(every) - 1 and set(got) < every, (got, every)
-" 2>"$TMPD/err" && grep -q "^verify: ol: auto-exclude: stopping before [a-z0-9_]*: .*nothing to quantize" "$TMPD/.stderr" &&
-	pass "auto-exclusion left every quantized node but the last in float in turn" ||
-	fail "auto-exclusion left every quantized node but the last in float in turn" "$(tail -1 "$TMPD/err") $(grep stopping "$TMPD/.stderr")"
+r = json.load(open('$O/build/ol/failed/verify/verify.json'))['auto_exclude']
+rounds = r['rounds'][1:]
+tried = [x['added'] for x in rounds]
+kept = [x['added'] for x in rounds if x['kept']]
+assert len(tried) == len(set(tried)) and kept == r['excluded'] and kept, (tried, r['excluded'])
+last = r['rounds'][0]
+for x in rounds:
+    better = x['gates_failed'] < last['gates_failed'] or (x['gates_failed'] == last['gates_failed'] and x['min_sqnr_db'] > last['min_sqnr_db'])
+    assert better == x['kept'], (x, last)
+    if x['kept']:
+        last = x
+" 2>"$TMPD/err" && grep -q "^verify: ol: auto-exclude: \(stopping before [a-z0-9_]*: .*nothing to quantize\|no further quantized node\|[0-9]* nodes tried in float made nothing better\)" "$TMPD/.stderr" &&
+	pass "auto-exclusion keeps in float only the nodes whose round measures better" ||
+	fail "auto-exclusion keeps in float only the nodes whose round measures better" "$(tail -1 "$TMPD/err") $(grep 'auto-exclude: [a-z0-9]' "$TMPD/.stderr")"
 printf '[model old]\nsource = ol.onnx\nquantize = dynamic\nverify.data = test.npz\nverify.min-sqnr = 30\nverify.auto-exclude = 2\n' > "$O/rules/m.rules"
 "$Q" -C "$O" > "$TMPD/log_ax3" 2>&1
 st=$?

@@ -17,8 +17,12 @@
  * calibration statistics) plus the worst-ranked exclusion candidate, and
  * measured again; one node per round, the ranking measured afresh each time
  * (leaving a node in float changes what the nodes after it add), until the
- * gates pass or N nodes are left in float. The output is then the
- * re-quantized model, with its quant.json. */
+ * gates pass or N nodes are left in float. A round that measures no better
+ * (fewer failed gates, else a higher lowest output SQNR) is undone and its
+ * node tried no more: a node whose tensors stay quantized for quantized
+ * neighbours changes nothing by itself, and one that makes the output
+ * worse is not worth its float; at most 2N rounds are undone. The output
+ * is then the re-quantized model, with its quant.json. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,15 +255,27 @@ static const char *next_candidate(const PtrVec *cand, const PtrVec *excluded)
 	return NULL;
 }
 
+/* whether round a measures better than round b: fewer failed gates, else
+ * a higher lowest output SQNR */
+static int better(const VerifyRound *a, const VerifyRound *b)
+{
+	if (a->nfailed != b->nfailed)
+		return a->nfailed < b->nfailed;
+	return a->min_sqnr > b->min_sqnr;
+}
+
 /* One round: leave node in float, quantize again, measure; *q and *rep
- * become the new model's. Failed gates, 0 when the rewrite refuses (the
- * node was the last one quantized: *stop is set, nothing changes), or -1. */
+ * become the new model's, or, when it measures no better than the last
+ * kept round, the node goes back to quantized (*reverted set). Failed
+ * gates, 0 when the rewrite refuses (the node was the last one quantized:
+ * *stop is set, nothing changes), or -1. */
 static int round_run(StageCtx *c, Model *ref, const VerifyOpts *vo, const VerifyGates *g, Requant *rq,
-		     VerifyAuto *ax, const char *node, Model **q, VerifyReport *rep, int *stop)
+		     VerifyAuto *ax, const char *node, Model **q, VerifyReport *rep, int *stop, int *reverted)
 {
 	Model *m = NULL;
 	VerifyReport nr;
 	QuantReport qrep;
+	*reverted = 0;
 	pv_push(&rq->o.exclude_nodes, xstrdup(node));
 	if (requant(c, rq, &m, &qrep) < 0) {
 		/* the same options quantized the model before: the exclusion
@@ -269,12 +285,27 @@ static int round_run(StageCtx *c, Model *ref, const VerifyOpts *vo, const Verify
 		*stop = 1;
 		return 0;
 	}
-	pv_push(&ax->excluded, xstrdup(node));
 	if (verify_models(ref, m, vo, &nr) < 0) {
 		quant_report_free(&qrep);
 		model_free(m);
 		return error_prefix("verify.auto-exclude: measuring with %s left in float", node);
 	}
+	size_t last = ax->nrounds - 1;
+	while (last > 0 && ax->rounds[last].reverted)
+		last--;
+	verify_round_add(ax, &nr, g, node);
+	VerifyRound *r = &ax->rounds[ax->nrounds - 1];
+	if (!better(r, &ax->rounds[last])) {
+		r->reverted = 1;
+		free(rq->o.exclude_nodes.v[--rq->o.exclude_nodes.n]);
+		quant_report_free(&qrep);
+		model_free(m);
+		verify_report_free(&nr);
+		*reverted = 1;
+		verify_round_line(ax, ax->nrounds - 1, c->model, c->log);
+		return ax->rounds[last].nfailed;
+	}
+	pv_push(&ax->excluded, xstrdup(node));
 	quant_report_free(&rq->rep);
 	rq->rep = qrep;
 	model_free(*q);
@@ -282,9 +313,8 @@ static int round_run(StageCtx *c, Model *ref, const VerifyOpts *vo, const Verify
 	verify_report_free(rep);
 	*rep = nr;
 	rq->done = 1;
-	verify_round_add(ax, rep, g, node);
 	verify_round_line(ax, ax->nrounds - 1, c->model, c->log);
-	return ax->rounds[ax->nrounds - 1].nfailed;
+	return r->nfailed;
 }
 
 /* Leave the worst-ranked candidate in float, one per round, until the
@@ -299,20 +329,36 @@ static int auto_exclude(StageCtx *c, Model *ref, const VerifyOpts *vo, const Ver
 	ax->nuser = ax->excluded.n;
 	verify_round_add(ax, rep, g, NULL);
 	verify_round_line(ax, 0, c->model, c->log);
-	int stop = 0;
+	PtrVec tried = {0};        /* kept and undone nodes */
+	for (size_t i = 0; i < ax->excluded.n; i++)
+		pv_push(&tried, xstrdup(ax->excluded.v[i]));
+	int stop = 0, undone = 0;
 	while (nfailed > 0 && !stop && ax->excluded.n - ax->nuser < (size_t)ax->max_nodes) {
 		PtrVec cand = {0};
 		verify_candidates(rep, &cand);
-		const char *node = next_candidate(&cand, &ax->excluded);
+		const char *node = next_candidate(&cand, &tried);
 		if (!node) {
 			fprintf(c->log, "verify: %s: auto-exclude: no further quantized node to leave in float\n", c->model);
 			stop = 1;
 		} else {
-			int n = round_run(c, ref, vo, g, rq, ax, node, q, rep, &stop);
+			int reverted = 0;
+			pv_push(&tried, xstrdup(node));
+			int n = round_run(c, ref, vo, g, rq, ax, node, q, rep, &stop, &reverted);
+			if (n < 0) {
+				pv_free_all(&cand);
+				pv_free_all(&tried);
+				return -1;
+			}
 			nfailed = stop ? nfailed : n;
+			if (reverted && ++undone >= 2 * ax->max_nodes) {
+				fprintf(c->log, "verify: %s: auto-exclude: %d nodes tried in float made nothing better: stopping\n",
+					c->model, undone);
+				stop = 1;
+			}
 		}
 		pv_free_all(&cand);
 	}
+	pv_free_all(&tried);
 	return nfailed;
 }
 

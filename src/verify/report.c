@@ -224,7 +224,8 @@ static void auto_json(StrBuf *sb, const VerifyAuto *ax)
 		num(sb, r->max_abs);
 		sb_puts(sb, ", \"top1_drop_points\": ");
 		num(sb, r->top1_drop);
-		sb_printf(sb, ", \"gates_failed\": %d}", r->nfailed);
+		sb_printf(sb, ", \"gates_failed\": %d, \"kept\": %s}", r->nfailed,
+			  r->added && r->reverted ? "false" : "true");
 	}
 	sb_puts(sb, "\n    ]}");
 }
@@ -473,9 +474,10 @@ void verify_round_line(const VerifyAuto *ax, size_t i, const char *model, FILE *
 	if (!isnan(r->top1_drop))
 		fprintf(log, ", top-1 drop %.2f points", r->top1_drop);
 	if (r->nfailed)
-		fprintf(log, ": %d gate%s failed\n", r->nfailed, r->nfailed > 1 ? "s" : "");
+		fprintf(log, ": %d gate%s failed", r->nfailed, r->nfailed > 1 ? "s" : "");
 	else
-		fputs(": gates pass\n", log);
+		fputs(": gates pass", log);
+	fputs(r->reverted ? ": no better, stays quantized\n" : "\n", log);
 }
 
 void verify_auto_free(VerifyAuto *ax)

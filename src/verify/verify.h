@@ -124,6 +124,7 @@ typedef struct VerifyRound {
 	double min_sqnr, min_cosine, max_abs;
 	double top1_drop;          /* NaN without labels */
 	int nfailed;               /* gates failed */
+	int reverted;              /* no better than before: the node stays quantized */
 } VerifyRound;
 
 typedef struct VerifyAuto {

@@ -10,7 +10,7 @@
 # not the initializers it released) + peak live activations. The memory
 # goal (RSS over a one-MatMul run's <= weights + 2 x peak live) is checked
 # twice: on the peak RSS, which also counts the code pages of the kernels
-# and libraries a model runs (OpenBLAS's sgemm for a Gemm, say) and the
+# and libraries a model runs (its Conv kernels, say) and the
 # moment all initializers are loaded before any is packed, and on the
 # anonymous RSS after the timed runs (data only: weights, activations and
 # the pool's blocks, the model's structure, scratch buffers).
@@ -45,7 +45,9 @@ fi
 
 rss() { sed -n 's/.*Maximum resident set size (kbytes): *//p' "$1"; }
 
-# baseline: the RSS of running a one-MatMul model (binary, libraries, OpenBLAS)
+# baseline: the RSS of running a one-MatMul model (binary, libraries). On a
+# CPU with AVX-512F neither it nor the four models load OpenBLAS (fgemm does
+# their products, LSTM included); elsewhere all of them do
 base=0 base_anon=0
 if [ -n "$TIME" ]; then
 	"$PY" "$ORT" feeds "$T/tiny.onnx" 1 "$T/in.npz" &&

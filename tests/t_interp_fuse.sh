@@ -4,6 +4,10 @@
 #   folded BatchNormalization too, on every Conv path (fgemm tiles, small
 #   outputs batched, depthwise, pointwise, double, float16), and not fused
 #   where the Conv's output has another reader or is a graph output;
+# - Conv + Add (+ Relu/Clip) fused where the Add's other input exists when
+#   the Conv runs (added as results are stored, or in a pass after; a
+#   broadcast operand, float16 and double in full after), not where it is
+#   computed later;
 # - the direct Conv (padded, stride-phase-split input read in place) on odd
 #   sizes, strides, dilations, pads, groups, 1-D/3-D, batches, against
 #   onnxruntime, with the same bytes on 1 and 2 threads;
@@ -133,6 +137,70 @@ convd("direct_5x5_asym", (4, 3, 21, 26), (10, 3, 5, 4), pads=[2, 0, 1, 3])
 convd("direct_1d", (2, 7, 300), (11, 7, 5), "relu", pads=[2, 2])
 convd("direct_1d_stride4", (3, 5, 301), (6, 5, 7), strides=[4], pads=[3, 1])
 convd("direct_3d", (2, 4, 6, 30, 30), (5, 4, 3, 3, 3), "relu", pads=[1, 1, 1, 1, 1, 1])
+
+# Conv + Add (+ Relu or Clip): the residual input added as the Conv stores
+# its results (direct product), in a pass after (other paths), or in full
+# after (a broadcast operand, float16, double); not fused where the other
+# input is computed after the Conv
+def convadd(name, n=2, c=16, hw=16, k=3, dt=np.float32, act="relu", bn=False, group=1, other="x",
+            late=False, opset=13):
+    m = c
+    x = r.standard_normal((n, c, hw, hw)).astype(dt)
+    w = (r.standard_normal((m, c // group, k, k)) / np.sqrt(c // group * k * k)).astype(dt)
+    inits = [nh.from_array(w, "w"), nh.from_array((r.standard_normal(m) * 0.5).astype(dt), "b")]
+    ins, nodes = {"x": x}, []
+    conv = h.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", group=group, pads=[k // 2] * 4)
+    if other == "relu":          # a node output computed before the Conv
+        nodes.append(h.make_node("Relu", ["x"], ["o"], name="pre"))
+    elif other == "bias":        # [1, m, 1, 1], broadcast
+        inits.append(nh.from_array((r.standard_normal((1, m, 1, 1))).astype(dt), "ob"))
+        nodes.append(h.make_node("Neg", ["ob"], ["o"], name="pre"))
+    elif other == "wide":        # [3, m, hw, hw] against a batch of 1: a bigger output
+        ins["x2"] = r.standard_normal((3, m, hw, hw)).astype(dt)
+        nodes.append(h.make_node("Neg", ["x2"], ["o"], name="pre"))
+    o = "x" if other == "x" else "o"
+    if late:                     # computed after the Conv: not fused
+        nodes.append(conv)
+        nodes.append(h.make_node("Neg", ["x"], ["o"], name="post"))
+        o = "o"
+    else:
+        nodes.append(conv)
+    y = "y"
+    if bn:
+        inits += [nh.from_array((r.random(m) + 0.5).astype(dt), "s"), nh.from_array(r.standard_normal(m).astype(dt), "bo"),
+                  nh.from_array(r.standard_normal(m).astype(dt), "mu"), nh.from_array((r.random(m) + 0.5).astype(dt), "var")]
+        nodes.append(h.make_node("BatchNormalization", ["y", "s", "bo", "mu", "var"], ["yb"], name="bn"))
+        y = "yb"
+    nodes.append(h.make_node("Add", [o, y], ["a"], name="add"))
+    out = "a"
+    if act == "relu":
+        nodes.append(h.make_node("Relu", ["a"], ["z"], name="act"))
+        out = "z"
+    elif act == "clip":
+        inits += [nh.from_array(np.array(-0.25, dt), "lo"), nh.from_array(np.array(1.5, dt), "hi")]
+        nodes.append(h.make_node("Clip", ["a", "lo", "hi"], ["z"], name="act"))
+        out = "z"
+    ref = None
+    if dt == np.float64:  # onnxruntime has no double Conv: numpy's
+        p = k // 2
+        xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+        win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))
+        yv = np.einsum("nchwij,mcij->nmhw", win, w) + nh.to_array(inits[1])[None, :, None, None]
+        ref = {out: np.maximum(yv + x, 0)}
+    save(name, nodes, ins, [(out, dt)], inits, ins, ref, opset=opset, tol=1e-5 if bn or ref is not None else None)
+
+convadd("conv_add_relu")                              # direct product, residual = graph input
+convadd("conv_bn_add_relu", bn=True, other="relu")    # folded normalization, residual a node output
+convadd("conv_add_clip", act="clip", n=3, hw=8, c=32) # 8 x 8 images side by side
+convadd("conv_add", act=None, hw=32, c=8)
+convadd("conv_add_small", n=3, hw=4)                  # small outputs: batched, added after
+convadd("conv_add_depthwise", group=16)
+convadd("conv_add_pointwise", k=1)
+convadd("conv_add_late", late=True)                   # other input computed after: not fused
+convadd("conv_add_broadcast", other="bias")
+convadd("conv_add_wider", n=1, other="wide")
+convadd("conv_add_relu_half", dt=np.float16)
+convadd("conv_add_relu_double", dt=np.float64)
 
 # Transpose: every permutation of a rank-4 tensor with unit axes, element
 # sizes 1 to 8, sizes past the 32 x 32 blocks

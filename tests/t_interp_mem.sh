@@ -14,7 +14,12 @@
 # - the Gemms give the same bytes with 1 and 2 threads;
 # - the weights figure of --bench drops where weights were released;
 # - samples of other batch sizes after the release still run (the packed
-#   forms serve every shape).
+#   forms serve every shape);
+# - a main-graph weight that If bodies read only through Slice/Concat
+#   folded at plan time is freed (silero-vad's LSTM weights), one that a
+#   body returns is kept;
+# - LSTM and GRU products run on fgemm where the CPU has AVX-512F: the same
+#   bytes on 1 and 2 threads, and OpenBLAS is never loaded for them.
 . "$(dirname "$0")/lib/common.sh"
 mktmp
 Q=$QUANTMAKE
@@ -97,6 +102,36 @@ m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
 onnx.checker.check_model(m)
 onnx.save(m, D + "/gemm.onnx")
 np.savez(D + "/gemm.npz", x=r.standard_normal([37, 40]).astype(np.float32))
+# If bodies reading a 256 KiB main-graph weight only through folded
+# Slice/Concat (then) or returning another as it is (else)
+wb, wr = w([256, 256]), w([4, 256])
+def body(name, nodes, out):
+    return h.make_graph(nodes, name, [], [h.make_tensor_value_info(out, T.FLOAT, None)])
+sl = lambda o, a, b: [h.make_node("Constant", [], [o + "s"], value=nh.from_array(np.array([a], np.int64))),
+                      h.make_node("Constant", [], [o + "e"], value=nh.from_array(np.array([b], np.int64))),
+                      h.make_node("Slice", ["wb", o + "s", o + "e"], [o])]
+then_g = body("then", sl("lo", 128, 256) + sl("hi", 0, 128) +
+              [h.make_node("Concat", ["lo", "hi"], ["cat"], axis=0), h.make_node("MatMul", ["x", "cat"], ["t"])], "t")
+else_g = body("else", [h.make_node("Identity", ["wr"], ["e"])], "e")
+g = h.make_graph([h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)], "iffold",
+                 [h.make_tensor_value_info("x", T.FLOAT, ["N", 256]), h.make_tensor_value_info("c", T.BOOL, [])],
+                 [h.make_tensor_value_info("y", T.FLOAT, None)], [nh.from_array(wb, "wb"), nh.from_array(wr, "wr")])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+onnx.save(m, D + "/iffold.onnx")
+np.savez(D + "/iffold.npz", x=r.standard_normal([3, 256]).astype(np.float32), c=np.array(True))
+np.savez(D + "/iffold_else.npz", x=r.standard_normal([3, 256]).astype(np.float32), c=np.array(False))
+# LSTM (batch 3 and 1) and GRU with constant weights
+for cell, g_ in (("LSTM", 4), ("GRU", 3)):
+    hid, isz = 48, 20
+    ins = [nh.from_array(w([1, g_ * hid, isz]), "W"), nh.from_array(w([1, g_ * hid, hid]), "R"),
+           nh.from_array(w([1, 2 * g_ * hid]), "B")]
+    g = h.make_graph([h.make_node(cell, ["x", "W", "R", "B"], ["y", "yh"], hidden_size=hid)], cell.lower(),
+                     [h.make_tensor_value_info("x", T.FLOAT, [5, "N", isz])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None), h.make_tensor_value_info("yh", T.FLOAT, None)], ins)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 14)], ir_version=8)
+    onnx.save(m, D + "/%s.onnx" % cell.lower())
+    for n in (1, 3):
+        np.savez(D + "/%s%d.npz" % (cell.lower(), n), x=r.standard_normal([5, n, isz]).astype(np.float32))
 EOF
 "$PY" "$TMPD/mk.py" "$TMPD" || { fail "interpreter memory models" "mk.py failed"; exit 0; }
 "$PY" "$ROOT/bench/interp-models.py" "$TMPD" > /dev/null || { fail "interpreter memory models" "interp-models.py failed"; exit 0; }
@@ -109,7 +144,8 @@ cp "$TMPD/mix4.npz" "$TMPD/mixext.npz"
 
 # MODEL: outputs of a released run (and its --bench repeats) equal a kept
 # one's bytes and onnxruntime's values; the weights figure drops
-for m in cnn transformer mix mixext gemm; do
+cp "$TMPD/iffold.npz" "$TMPD/iffold_then.npz"
+for m in cnn transformer mix mixext gemm iffold; do
 	if ! "$Q" run "$TMPD/$m.onnx" -i "$TMPD/$m.npz" -o "$TMPD/$m.rel.npz" --bench 3 -q \
 		> "$TMPD/$m.rel.out" 2> "$TMPD/$m.rel.err"; then
 		fail "$m: released run" "$(head -c 300 "$TMPD/$m.rel.err")"
@@ -170,4 +206,62 @@ for m in mix mixext; do
 	else
 		fail "$m: batches 1, 4, 1 after the release" "$(head -c 300 "$TMPD/$m.s.err")"
 	fi
+done
+
+# the If bodies' weights: the folded one's original is gone (only the
+# MatMul's packed copy of the folded Concat stays, 0.25 MiB); the else
+# branch returns its weight as it is
+wr=$(sed -n 's/^memory: weights \([0-9.]*\) MiB.*/\1/p' "$TMPD/iffold.rel.out")
+if [ -n "$wr" ] && awk -v a="$wr" 'BEGIN { exit !(a < 0.3) }'; then
+	pass "iffold: the weight read only through folded Slice/Concat is freed ($wr MiB held)"
+else
+	fail "iffold: the weight read only through folded Slice/Concat is freed" "weights '$wr' MiB, expected < 0.3"
+fi
+if "$Q" run "$TMPD/iffold.onnx" -i "$TMPD/iffold_else.npz" -o "$TMPD/iffold.else.rel.npz" -q 2> "$TMPD/iffold.e.err" &&
+   "$Q" run "$TMPD/iffold.onnx" -i "$TMPD/iffold_else.npz" -o "$TMPD/iffold.else.keep.npz" -q --keep-weights \
+	2>> "$TMPD/iffold.e.err" && cmp -s "$TMPD/iffold.else.rel.npz" "$TMPD/iffold.else.keep.npz" &&
+   "$PY" -c "
+import numpy as np, onnx.numpy_helper as nh, onnx, sys
+m = onnx.load('$TMPD/iffold.onnx')
+w = [nh.to_array(i) for i in m.graph.initializer if i.name == 'wr'][0]
+sys.exit(0 if np.array_equal(np.load('$TMPD/iffold.else.rel.npz')['y'], w) else 1)"; then
+	pass "iffold: a weight an If body returns is kept"
+else
+	fail "iffold: a weight an If body returns is kept" "$(head -c 300 "$TMPD/iffold.e.err")"
+fi
+
+# LSTM and GRU: fgemm's fixed order of sums on 1 and 2 threads, onnxruntime's
+# values, and no OpenBLAS (where the CPU has AVX-512F)
+avx512=$(grep -c '^flags.* avx512f' /proc/cpuinfo)
+for m in lstm1 lstm3 gru1 gru3; do
+	mm=${m%[0-9]}
+	if ! "$Q" run "$TMPD/$mm.onnx" -i "$TMPD/$m.npz" -o "$TMPD/$m.t1.npz" -t 1 -q 2> "$TMPD/$m.err" ||
+	   ! "$Q" run "$TMPD/$mm.onnx" -i "$TMPD/$m.npz" -o "$TMPD/$m.t2.npz" -t 2 -q 2>> "$TMPD/$m.err"; then
+		fail "$m: runs" "$(head -c 300 "$TMPD/$m.err")"
+		continue
+	fi
+	if [ "$avx512" -gt 0 ]; then
+		if cmp -s "$TMPD/$m.t1.npz" "$TMPD/$m.t2.npz"; then
+			pass "$m: same bytes with 1 and 2 threads"
+		else
+			fail "$m: results depend on the thread count"
+		fi
+		if LD_DEBUG=files "$Q" run "$TMPD/$mm.onnx" -i "$TMPD/$m.npz" -t 2 -q 2>&1 | grep -q 'file=libopenblas'; then
+			fail "$m: OpenBLAS loaded for a recurrent layer"
+		else
+			pass "$m: no OpenBLAS loaded"
+		fi
+	fi
+	"$PY" - "$TMPD/$mm.onnx" "$TMPD/$m.npz" "$TMPD/$m.t1.npz" > "$TMPD/$m.cmp" 2>&1 <<'EOF'
+import sys
+import numpy as np
+import onnxruntime as ort
+s = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+got = np.load(sys.argv[3])
+for o, want in zip(s.get_outputs(), s.run(None, dict(np.load(sys.argv[2])))):
+    if got[o.name].shape != want.shape or not np.allclose(got[o.name], want, rtol=1e-5, atol=1e-5):
+        print("%s: max diff %g" % (o.name, np.max(np.abs(got[o.name] - want))))
+        sys.exit(1)
+EOF
+	if [ $? -eq 0 ]; then pass "$m: matches onnxruntime"; else fail "$m: onnxruntime differs" "$(tail -3 "$TMPD/$m.cmp")"; fi
 done

@@ -20,8 +20,9 @@
  * statistics gets the normalization folded into its weights at plan time
  * (see Fold), and a Relu or Clip reading only a Conv's result (or its
  * folded normalization's) is applied by the Conv as it stores its results
- * (see Clamp); both run only while no tap watches, so taps still see every
- * tensor of the model.
+ * (see Clamp); torch's decomposition of Gelu runs as one pass (see Gelu).
+ * All three run only while no tap watches, so taps still see every tensor
+ * of the model.
  *
  * Reshape, Squeeze, Unsqueeze, Flatten and Identity only relabel their
  * input's bytes: when input 0 is a node output that dies at that step, the
@@ -38,8 +39,9 @@
  * normalization's weights, a loaded copy, or the model's own raw_data and
  * typed fields (not while model-local functions are expanded: the
  * expanded graph shares those arrays with the model). Graph outputs and
- * values read by subgraphs are kept. External data is copied at load and
- * its mapped pages given back at once, flag or not. */
+ * values that subgraphs read when they run are kept (not those they read
+ * only through steps folded at plan time: see sub_reads). External data
+ * is copied at load and its mapped pages given back at once, flag or not. */
 #include "exec/interp.h"
 
 #include <float.h>
@@ -57,6 +59,7 @@
 #include "exec/inline.h"
 #include "onnx/extdata.h"
 #include "onnx/node.h"
+#include "ops/gelu.h"
 #include "util.h"
 
 enum { V_INPUT, V_INIT, V_NODE, V_OUTER };
@@ -85,7 +88,9 @@ typedef struct Step {
 	OpCache cache;            /* the kernel's memory between runs */
 	struct Fold *fold;        /* Conv: a BatchNormalization folded in, or NULL */
 	struct Clamp *clamp;      /* Conv: a Relu or Clip fused in, or NULL */
-	int absorbed;             /* BatchNormalization, Relu or Clip computed by its Conv */
+	struct Sum *sum;          /* Conv: an Add fused in, or NULL */
+	struct Gelu *gelu;        /* Div or Mul: the Gelu decomposition it starts, or NULL */
+	int absorbed;             /* computed by another step (Fold, Clamp, Gelu, Sum) */
 	int steal;                /* output 0 may take input 0's block (see interp.c's header) */
 	uint64_t counted;         /* bits of cache.packed already counted (see Release) */
 } Step;
@@ -107,6 +112,32 @@ typedef struct Clamp {
 	float v[2];               /* lo, hi */
 	int out;                  /* the activation's output slot */
 } Clamp;
+
+/* An Add (opset 7 or later) that alone reads a Conv's output (or the
+ * output of the normalization folded into it), whose other input exists
+ * when the Conv runs (a residual connection): when no tap watches, the
+ * Conv adds it as it stores its results (RunCtx.sum) and writes the Add's
+ * output, or that of a Relu or Clip after it (Clamp): one pass over the
+ * activations instead of three, as onnxruntime's fused Conv does. The
+ * same float additions: the unfused result's bits. */
+typedef struct Sum {
+	int in;                   /* the Add's other input slot */
+	int out;                  /* the Add's output slot */
+} Sum;
+
+/* torch's Gelu, x * 0.5 * (1 + erf(x / sqrt 2)): Div (or Mul) by a
+ * constant, Erf, Add of a constant, and two Muls (by x and by a constant,
+ * either first), whose intermediate values nothing else reads. When no tap
+ * watches, the first step computes the last one's output in one pass
+ * (gelu_erf_run) from x, which is alive there since that step reads it; the
+ * others are absorbed. The same float operations in the same order: the
+ * unfused result's bits. */
+typedef struct Gelu {
+	GeluErf g;
+	size_t xin;               /* the first step's input that is x */
+	int rank;                 /* highest rank of the constants */
+	int out;                  /* the last Mul's output slot */
+} Gelu;
 
 typedef struct NameMap {
 	const char **key;
@@ -409,6 +440,8 @@ static void plan_free(Plan *p)
 			free(p->steps[i].fold);
 		}
 		free(p->steps[i].clamp);
+		free(p->steps[i].sum);
+		free(p->steps[i].gelu);
 	}
 	free(p->steps);
 	if (p->consts)
@@ -910,16 +943,136 @@ static int fuse_clamp(Plan *p, Step *c, Step *a)
 	return 0;
 }
 
+/* slot s is a node output (not a graph output) read once */
+static int read_once(const Plan *p, const int *uses, int s)
+{
+	return s >= 0 && p->vals[s].kind == V_NODE && !p->vals[s].output && uses[s] == 1;
+}
+
+/* step st (a binary operator, unfused) has a constant float scalar input
+ * and another one: the scalar's index (1 or 0) with its value, the other
+ * input's slot and the highest rank seen, or -1 */
+static int scalar_operand(const Plan *p, const Step *st, int *other, float *v, int *rank)
+{
+	if (st->folded || st->absorbed || st->node->n_input != 2 || st->node->n_output != 1 ||
+	    st->out[0] < 0 || st->nimplicit)
+		return -1;
+	for (int k = 1; k >= 0; k--) {
+		const Tensor *t = const_f32(p, st->in[k], 1);
+		if (!t || st->in[1 - k] < 0 || const_f32(p, st->in[1 - k], -1))
+			continue;
+		*other = st->in[1 - k];
+		*v = *(const float *)t->data;
+		*rank = t->rank > *rank ? t->rank : *rank;
+		return k;
+	}
+	return -1;
+}
+
+/* Gelu starting at step i of p, a Div or Mul by a constant (see Gelu), or
+ * -1 when the steps around it do not qualify (then nothing changes).
+ * consumer[s]: the step reading slot s; producer[s]: the step writing it. */
+static int fuse_gelu(Plan *p, const int *uses, const int *consumer, const int *producer, size_t i)
+{
+	Step *d = &p->steps[i], *m0 = NULL, *last;
+	GeluErf g = {0};
+	int x, o, rank = 0;
+	g.mul_d = is_op(d, "Mul");
+	if (!g.mul_d && !is_op(d, "Div"))
+		return -1;
+	int k = scalar_operand(p, d, &x, &g.d, &rank);
+	if (k < 0 || (!g.mul_d && k != 1) || !read_once(p, uses, d->out[0]))
+		return -1;
+	Step *e = &p->steps[consumer[d->out[0]]];
+	if (!is_op(e, "Erf") || e->folded || e->absorbed || e->node->n_input != 1 ||
+	    e->node->n_output != 1 || !read_once(p, uses, e->out[0]))
+		return -1;
+	Step *a = &p->steps[consumer[e->out[0]]];
+	if (!is_op(a, "Add") || scalar_operand(p, a, &o, &g.a, &rank) < 0 || o != e->out[0] ||
+	    !read_once(p, uses, a->out[0]))
+		return -1;
+	Step *m1 = &p->steps[consumer[a->out[0]]];
+	int w = a->out[0];
+	if (!is_op(m1, "Mul") || m1->folded || m1->absorbed || m1->node->n_input != 2 ||
+	    m1->node->n_output != 1 || m1->out[0] < 0 || m1->in[0] == m1->in[1])
+		return -1;
+	int z = m1->in[0] == w ? m1->in[1] : m1->in[0];
+	if (z == x) { /* (x * e) * h */
+		if (!read_once(p, uses, m1->out[0]))
+			return -1;
+		last = &p->steps[consumer[m1->out[0]]];
+		if (!is_op(last, "Mul") || scalar_operand(p, last, &o, &g.h, &rank) < 0 || o != m1->out[0])
+			return -1;
+	} else { /* (x * h) * e */
+		if (!read_once(p, uses, z) || producer[z] < 0)
+			return -1;
+		m0 = &p->steps[producer[z]];
+		if (!is_op(m0, "Mul") || m0 == d || scalar_operand(p, m0, &o, &g.h, &rank) < 0 || o != x)
+			return -1;
+		g.half_first = 1;
+		last = m1;
+	}
+	Gelu *gl = xmalloc(sizeof *gl);
+	gl->g = g;
+	gl->xin = d->in[0] == x ? 0 : 1;
+	gl->rank = rank;
+	gl->out = last->out[0];
+	d->gelu = gl;
+	e->absorbed = a->absorbed = m1->absorbed = last->absorbed = 1;
+	if (m0)
+		m0->absorbed = 1;
+	return 0;
+}
+
+/* Sum of Conv step i of p into the Add that reads its output, then a
+ * Relu or Clip after the Add into its Clamp (see Sum), or -1 when it does
+ * not qualify. consumer[s]: the step reading slot s; producer[s]: the step
+ * writing it. */
+static int fuse_sum(Plan *p, const int *uses, const int *consumer, const int *producer, size_t i)
+{
+	Step *c = &p->steps[i];
+	if (c->folded || c->clamp || c->sum || !is_op(c, "Conv") || c->node->n_output != 1 || c->out[0] < 0)
+		return -1;
+	int s = c->fold ? c->fold->out : c->out[0];
+	if (!read_once(p, uses, s))
+		return -1;
+	Step *a = &p->steps[consumer[s]];
+	if (!is_op(a, "Add") || a->opset < 7 || a->folded || a->absorbed || a->node->n_input != 2 ||
+	    a->node->n_output != 1 || a->out[0] < 0 || a->nimplicit || a->in[0] == a->in[1])
+		return -1;
+	int o = a->in[0] == s ? a->in[1] : a->in[0];
+	if (o < 0 || (p->vals[o].kind == V_NODE && (producer[o] < 0 || (size_t)producer[o] >= i)))
+		return -1;
+	Sum *sm = xmalloc(sizeof *sm);
+	sm->in = o;
+	sm->out = a->out[0];
+	c->sum = sm;
+	a->absorbed = 1;
+	if (read_once(p, uses, sm->out)) {
+		Step *r = &p->steps[consumer[sm->out]];
+		if (!r->folded && !r->absorbed && r->node->n_input >= 1 && r->in[0] == sm->out)
+			fuse_clamp(p, c, r);
+	}
+	return 0;
+}
+
 static void release_const(Interp *ip, Plan *p, int s);
 
-/* find Conv -> BatchNormalization pairs of p to fold (see Fold) and
- * activations after them to fuse (see Clamp) */
+/* find Conv -> BatchNormalization pairs of p to fold (see Fold),
+ * activations after them to fuse (see Clamp), Gelu decompositions (see
+ * Gelu) and residual Adds after Convs (see Sum) */
 static void fuse_plan(Interp *ip, Plan *p)
 {
 	int *uses = xcalloc(p->nvals ? p->nvals : 1, sizeof *uses);
 	int *consumer = xmalloc(sizeof *consumer * (p->nvals ? p->nvals : 1));
+	int *producer = xmalloc(sizeof *producer * (p->nvals ? p->nvals : 1));
+	for (size_t s = 0; s < p->nvals; s++)
+		producer[s] = -1;
 	for (size_t i = 0; i < p->nsteps; i++) {
 		const Step *st = &p->steps[i];
+		for (size_t k = 0; k < st->node->n_output; k++)
+			if (st->out[k] >= 0)
+				producer[st->out[k]] = (int)i;
 		for (size_t k = 0; k < st->node->n_input + st->nimplicit; k++) {
 			int s = k < st->node->n_input ? st->in[k] : st->implicit[k - st->node->n_input];
 			if (s >= 0) {
@@ -958,8 +1111,13 @@ static void fuse_plan(Interp *ip, Plan *p)
 		if (!a->folded && !a->absorbed && a->node->n_input >= 1 && a->in[0] == s)
 			fuse_clamp(p, c, a);
 	}
+	for (size_t i = 0; i < p->nsteps; i++)
+		fuse_gelu(p, uses, consumer, producer, i);
+	for (size_t i = 0; i < p->nsteps; i++)
+		fuse_sum(p, uses, consumer, producer, i);
 	free(uses);
 	free(consumer);
+	free(producer);
 }
 
 /* operators whose kernel copies input 0's bytes unchanged into output 0
@@ -1104,6 +1262,38 @@ static void release_const(Interp *ip, Plan *p, int s)
 		proto_drop(tp);
 }
 
+/* whether a subgraph of p (at any depth) reads p's slot s when it runs:
+ * a step of it that is not folded or absorbed takes it, or it is one of
+ * its outputs. silero-vad's If bodies read the LSTM weights of the main
+ * graph only through Slice and Concat folded at plan time: the originals
+ * (0.5 MB) need not stay beside the folded copies. */
+static int sub_reads(const Interp *ip, const Plan *p, int s)
+{
+	for (size_t i = 0; i < ip->plans.n; i++) {
+		const Plan *q = ip->plans.v[i];
+		if (q->parent != p)
+			continue;
+		for (size_t v = 0; v < q->nvals; v++) {
+			if (q->vals[v].kind != V_OUTER || q->vals[v].outer != s)
+				continue;
+			if (q->vals[v].output)
+				return 1;
+			for (size_t j = 0; j < q->nsteps; j++) {
+				const Step *st = &q->steps[j];
+				if (st->folded || st->absorbed)
+					continue;
+				for (size_t k = 0; k < st->node->n_input; k++)
+					if (st->in[k] == (int)v)
+						return 1;
+				for (size_t k = 0; k < st->nimplicit; k++)
+					if (st->implicit[k] == (int)v && sub_reads(ip, q, (int)v))
+						return 1;
+			}
+		}
+	}
+	return 0;
+}
+
 /* count the reads of every constant of p by the steps that run and free
  * those nobody reads */
 static void plan_readers(Interp *ip, Plan *p)
@@ -1117,13 +1307,16 @@ static void plan_readers(Interp *ip, Plan *p)
 		if (st->folded || st->absorbed)
 			continue;
 		for (size_t k = 0; k < st->nimplicit; k++)
-			p->readers[st->implicit[k]] = -1;
+			if (sub_reads(ip, p, st->implicit[k]))
+				p->readers[st->implicit[k]] = -1;
 		for (size_t k = 0; k < st->node->n_input; k++) {
 			int s = st->in[k];
 			if (s < 0 || p->readers[s] < 0 || (st->fold && (k == 1 || k == 2)))
 				continue; /* a fold's step reads its own weights and bias */
 			p->readers[s] = k < 64 ? p->readers[s] + 1 : -1;
 		}
+		if (st->sum && p->readers[st->sum->in] >= 0)
+			p->readers[st->sum->in] = -1; /* the fused Add's operand: kept */
 	}
 	for (size_t s = 0; s < p->nvals; s++)
 		if (p->readers[s] == 0)
@@ -1379,6 +1572,8 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 		}
 		const Fold *fd = fusing ? st->fold : NULL;
 		const Clamp *cl = fusing ? st->clamp : NULL;
+		const Sum *sm = fusing ? st->sum : NULL;
+		const Gelu *gl = fusing ? st->gelu : NULL;
 		size_t nrun = fd && nin < 3 ? 3 : nin;
 		const Tensor **ins = nrun <= 16 ? inbuf : xcalloc(nrun, sizeof *ins);
 		Tensor **outs = nout <= 16 ? outbuf : xcalloc(nout, sizeof *outs);
@@ -1410,19 +1605,23 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 		}
 		for (size_t k = 0; k < nout; k++) {
 			memset(&scratch[k], 0, sizeof scratch[k]);
-			oslot[k] = k ? st->out[k] : cl ? cl->out : fd ? fd->out : st->out[0];
+			oslot[k] = k ? st->out[k] : gl ? gl->out : cl ? cl->out : sm ? sm->out : fd ? fd->out : st->out[0];
 			outs[k] = oslot[k] >= 0 ? &f->t[oslot[k]] : &scratch[k];
 		}
+		if (r == 0 && sm && (!f->ref[sm->in] || !takes_value(n, f->ref[sm->in])))
+			r = error("node '%s' (%s): the fused Add's input '%s' has no tensor value",
+				  node_label(n, lb, sizeof lb), n->op_type, p->vals[sm->in].name);
 		if (r == 0) {
 			RunCtx c = {
 				.node = n, .opset = st->opset, .nin = nrun, .nout = nout,
 				.in = ins, .out = outs, .interp = ip, .threads = ip->o.threads,
 				.cache = &st->cache, .const_in = cin, .clamp = cl ? cl->v : NULL,
+				.sum = sm ? f->ref[sm->in] : NULL,
 			};
 			Frame *saved = ip->cur;
 			ip->cur = f;
 			ip->steal = st->steal ? &f->t[st->in[0]] : NULL;
-			r = st->def->run(&c);
+			r = gl ? gelu_erf_run(&c, gl->xin, gl->rank, &gl->g) : st->def->run(&c);
 			if (r == 0 && p->readers && fusing && (st->cache.packed & ~st->counted))
 				note_packed(ip, p, st);
 			ip->steal = NULL;

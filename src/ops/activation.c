@@ -1,6 +1,6 @@
 /* activation.c — activation functions: Relu, LeakyRelu, Elu, Selu, Celu,
  * Sigmoid, HardSigmoid, HardSwish, Softplus, Softsign, Tanh, Gelu, Mish,
- * ThresholdedRelu, Clip, Shrink.
+ * ThresholdedRelu, Clip, Shrink; com.microsoft's Gelu.
  *
  * Attributes are read once per run into float parameters; the loops are the
  * UN_* maps of elem.h with type-generic math, so float32 runs the float
@@ -17,6 +17,7 @@
 #include <tgmath.h>
 
 #include "ops/elem.h"
+#include "ops/gelu.h"
 #include "ops/op.h"
 #include "ops/shapeutil.h"
 
@@ -193,6 +194,17 @@ static int selu_run(RunCtx *c)
 	return run_act(c, k_selu, &p);
 }
 
+/* float32 through the one-pass vector code of gelu.h, whose operations
+ * are k_gelu_erf's: the same bits, 16 lanes at a time */
+static int k_gelu_erf_vec(const Onnx__NodeProto *n, const Act *p, const Tensor *x, Tensor *y)
+{
+	static const GeluErf g = {.d = 0.70710678118654752440f, .a = 1, .h = 0.5f, .mul_d = 1, .half_first = 1};
+	if (x->dtype != DT_FLOAT)
+		return k_gelu_erf(n, p, x, y);
+	gelu_erf_f32(x->data, y->data, x->numel, &g);
+	return 0;
+}
+
 static int gelu_run(RunCtx *c)
 {
 	char mode[16];
@@ -200,7 +212,7 @@ static int gelu_run(RunCtx *c)
 	if (attr_str(c->node, "approximate", "none", mode, sizeof mode) < 0)
 		return -1;
 	if (!strcmp(mode, "none"))
-		return run_act(c, k_gelu_erf, &p);
+		return run_act(c, k_gelu_erf_vec, &p);
 	if (!strcmp(mode, "tanh"))
 		return run_act(c, k_gelu_tanh, &p);
 	return op_error(c->node, "attribute 'approximate' is '%s', expected none or tanh", mode);
@@ -305,6 +317,7 @@ OPERATOR(ai_onnx, Softplus, 1, infer_act, softplus_run)
 OPERATOR(ai_onnx, Softsign, 1, infer_act, softsign_run)
 OPERATOR(ai_onnx, Tanh, 1, infer_act, tanh_run)
 OPERATOR(ai_onnx, Gelu, 20, infer_act, gelu_run)
+OPERATOR(com_microsoft, Gelu, 1, infer_act, gelu_run) /* onnxruntime's contrib Gelu: the erf form */
 OPERATOR(ai_onnx, Mish, 18, infer_act, mish_run)
 OPERATOR(ai_onnx, ThresholdedRelu, 10, infer_act, thresholded_relu_run)
 OPERATOR(ai_onnx, Clip, 1, infer_act, clip_run)

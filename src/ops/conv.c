@@ -13,12 +13,14 @@
  * constants of the plan packed once, in the node's cache; bias added as
  * tiles are stored) and cblas_sgemm elsewhere; double through dgemm. With
  * packed weights, a convolution whose output grid wastes few columns runs
- * directly: each image is copied once, padded and split by stride phase,
- * and fgemm reads its unfolded rows in place (see DirectGeom); the others
- * write fgemm's panels straight from the input (ConvFill). A
- * Relu or Clip the interpreter fused into the node (RunCtx.clamp) is
- * applied as results are stored: in fgemm's tiles, or per GEMM tile while
- * it is in cache. The
+ * directly: each image (small ones several side by side) is copied once,
+ * padded and split by stride phase, and fgemm reads its unfolded rows in
+ * place (see DirectGeom); the others write fgemm's panels straight from
+ * the input (ConvFill). A Relu or Clip the interpreter fused into the node
+ * (RunCtx.clamp) is applied as results are stored: in fgemm's tiles, or per
+ * GEMM tile while it is in cache; a fused Add (RunCtx.sum, a residual
+ * connection) is added before it, in the direct product's tiles or in a
+ * pass after the others. The
  * integer convolutions subtract zero points into doubles, whose dgemm is
  * exact for any realistic reduction length (products of 8-bit values summed
  * below 2^53), and requantize from there. */
@@ -27,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/bcast.h"
 #include "ops/fgemm.h"
 #include "ops/nn.h"
 #include "ops/op.h"
@@ -508,30 +511,44 @@ static void conv_gemm_implicit(const ConvShape *cs, const float *x, const float 
  * (kd, kh, kw) is then that plane read from a fixed offset, and fgemm
  * reads it in place (fgemm_packed_direct). The product runs over the grid
  * q[1] x q[2] per output depth, computing columns past the output's width
- * and height that are never stored: used only where they are few. */
+ * and height that are never stored: used only where they are few. Small
+ * outputs (8 x 8 with a 3 x 3 kernel: 10 x 10 positions for 64 outputs)
+ * put nimg images side by side in each plane row, iw columns apart, so
+ * only the columns of the horizontal padding are wasted, not the rows
+ * past the output's height, and one product covers several images; with
+ * stride 1 across, neighbours share their zero columns (an image's right
+ * padding is the next one's left: 9 columns per 8 x 8 image, not 10). */
 #define DIRECT_MAX_STRIDE 8
 
 typedef struct DirectGeom {
-	int64_t q[3], plane;         /* plane extents and elements */
+	int64_t q[3], plane;         /* plane extents (one image's) and elements */
+	int64_t nimg, iw, w;         /* images side by side, iw columns apart; plane row width */
 	int64_t stride;              /* elements from one plane to the next */
 	int64_t nph[3];              /* stride phases used per axis */
 	int64_t ph[3][DIRECT_MAX_STRIDE]; /* per residue: its phase's index, or -1 */
 	int64_t phr[3][DIRECT_MAX_STRIDE]; /* per phase index: its residue */
 	int64_t planes;              /* per channel: nph[0] * nph[1] * nph[2] */
-	int64_t n;                   /* product columns per image */
-	int64_t floats;              /* padded input of one image and group, with slack */
+	int64_t n;                   /* product columns per nimg images */
+	int64_t floats;              /* padded input of nimg images and a group, with slack */
 } DirectGeom;
 
-/* fill dg; 1 when the direct product suits cs: strides up to
- * DIRECT_MAX_STRIDE, at most 30% more columns than outputs, and at most
+/* the output grid of dg for fgemm_packed_direct */
+static FgemmMap conv_direct_map(const ConvShape *cs, const DirectGeom *dg)
+{
+	return (FgemmMap){dg->n, dg->q[1], dg->w, cs->out[1], cs->out[2], dg->iw, cs->M * cs->osz};
+}
+
+/* fill dg for nimg images side by side; 1 when the direct product suits
+ * cs: strides up to DIRECT_MAX_STRIDE, at most 30% more columns than outputs, and at most
  * DIRECT_MAX_M output channels per group (the panels ConvFill writes cost
  * little beside many output channels, and fgemm runs faster on them than
  * on rows read in place: magika's 512 took 40% longer directly) */
 #define DIRECT_MAX_M 128
 
-static int conv_direct_geom(const ConvShape *cs, DirectGeom *dg)
+static int conv_direct_geom(const ConvShape *cs, int64_t nimg, DirectGeom *dg)
 {
 	memset(dg, 0, sizeof *dg);
+	dg->nimg = nimg;
 	if (cs->M / cs->G > DIRECT_MAX_M)
 		return 0;
 	dg->planes = 1;
@@ -550,21 +567,33 @@ static int conv_direct_geom(const ConvShape *cs, DirectGeom *dg)
 		}
 		dg->planes *= dg->nph[j];
 	}
-	dg->plane = dg->q[0] * dg->q[1] * dg->q[2];
+	/* shared padding: image i + 1's data starts past image i's reads
+	 * (iw >= q[2] - pb) and image i's past its data (iw >= in + pb) */
+	dg->iw = dg->q[2];
+	if (nimg > 1 && cs->s[2] == 1) {
+		int64_t iw = cs->in[2] + cs->pb[2] > dg->q[2] - cs->pb[2] ? cs->in[2] + cs->pb[2] : dg->q[2] - cs->pb[2];
+		if (iw < dg->q[2] && 2 * iw > dg->q[2])
+			dg->iw = iw;
+	}
+	dg->w = (nimg - 1) * dg->iw + dg->q[2];
+	dg->plane = dg->q[0] * dg->q[1] * dg->w;
 	/* planes 16 floats past a multiple of 32 apart: the rows fgemm reads
 	 * for one panel (one per channel and tap) then fall into different
 	 * sets of the L1 cache; magika's 512-float planes (2 KiB apart) put
 	 * them all in two sets, and the product ran 40% slower than on panels */
 	dg->stride = dg->plane % 32 <= 16 ? dg->plane - dg->plane % 32 + 16 : dg->plane - dg->plane % 32 + 48;
-	dg->n = ((cs->out[0] - 1) * dg->q[1] + cs->out[1] - 1) * dg->q[2] + cs->out[2];
-	int64_t cols = (dg->n + FGEMM_NR - 1) / FGEMM_NR * FGEMM_NR;
-	if (cols * 10 > cs->osz * 13)
+	dg->n = ((cs->out[0] - 1) * dg->q[1] + cs->out[1] - 1) * dg->w + (nimg - 1) * dg->iw + cs->out[2];
+	FgemmMap map = conv_direct_map(cs, dg);
+	FgemmDirectPlan *pl = fgemm_direct_plan(&map);
+	int64_t cols = fgemm_direct_cols(pl);
+	fgemm_direct_plan_free(pl);
+	if (cols * 10 > nimg * cs->osz * 13)
 		return 0;
 	int64_t cg = cs->C / cs->G;
-	/* the last tap's reads end at its offset + cols */
+	/* the last tap's reads end at its offset + n + FGEMM_NR / 2 */
 	int64_t last = (cg * dg->planes - 1) * dg->stride;
 	int64_t kd = (cs->k[0] - 1) * cs->d[0], kh = (cs->k[1] - 1) * cs->d[1], kw = (cs->k[2] - 1) * cs->d[2];
-	last += (kd / cs->s[0] * dg->q[1] + kh / cs->s[1]) * dg->q[2] + kw / cs->s[2] + cols;
+	last += (kd / cs->s[0] * dg->q[1] + kh / cs->s[1]) * dg->w + kw / cs->s[2] + dg->n + FGEMM_NR / 2;
 	dg->floats = last > cg * dg->planes * dg->stride ? last : cg * dg->planes * dg->stride;
 	return 1;
 }
@@ -581,56 +610,104 @@ static int64_t *conv_direct_offsets(const ConvShape *cs, const DirectGeom *dg)
 			int64_t td = kd * cs->d[0], th = kh * cs->d[1], tw = kw * cs->d[2];
 			int64_t pl = ch * dg->planes + (dg->ph[0][td % cs->s[0]] * dg->nph[1] +
 				dg->ph[1][th % cs->s[1]]) * dg->nph[2] + dg->ph[2][tw % cs->s[2]];
-			*o++ = pl * dg->stride + (td / cs->s[0] * dg->q[1] + th / cs->s[1]) * dg->q[2] + tw / cs->s[2];
+			*o++ = pl * dg->stride + (td / cs->s[0] * dg->q[1] + th / cs->s[1]) * dg->w + tw / cs->s[2];
 		}
 	return off;
 }
 
-/* the padded, phase-split planes of cg channels of x (one image and group);
+/* the input channel after x (isz floats), asked for while x is copied
+ * (this halved the CNN's padding time) */
+static inline __attribute__((always_inline)) void prefetch_plane(const float *x, int64_t isz)
+{
+	for (int64_t j = 0; j < isz; j += 16)
+		__builtin_prefetch(x + isz + j);
+}
+
+/* the padded, phase-split planes of cg channels of x (dg->nimg images, each
+ * C * isz floats after the previous, one group);
  * rows are short, so copies on AVX-512 CPUs are copy_512's inline moves
- * (a libc call per row cost as much as the copy) */
+ * (a libc call per row cost as much as the copy). The input is read in
+ * its own order (the rows of all height phases of a plane row in turn,
+ * each row once for all width phases) and the next channel prefetched: it
+ * comes from memory, written by the previous step over the whole batch,
+ * and a pass per phase over every other row (stride 2) left each load
+ * waiting for it. */
 static inline __attribute__((always_inline)) void
 conv_direct_pad_body(const ConvShape *cs, const DirectGeom *dg, const float *x, float *xq,
 		     void (*copy)(void *, const void *, int64_t, size_t), void (*gather2)(float *, const float *, int64_t))
 {
-	int64_t cg = cs->C / cs->G, q1 = dg->q[1], q2 = dg->q[2], s2 = cs->s[2];
-	float *pl = xq;
+	int64_t cg = cs->C / cs->G, q1 = dg->q[1], q2 = dg->q[2], s2 = cs->s[2], wr = dg->w;
+	int64_t n1 = dg->nph[1], n2 = dg->nph[2], inw = cs->in[2];
+	int64_t lo[DIRECT_MAX_STRIDE], hi[DIRECT_MAX_STRIDE];
+	if (cs->s[0] == 1 && cs->s[1] == 1 && s2 == 1) {
+		/* one plane per channel: clear everything, then copy the rows
+		 * in (short rows made the per-row clearing cost more than the
+		 * copy) */
+		memset(xq, 0, sizeof(float) * (size_t)dg->floats);
+		for (int64_t ch = 0; ch < cg; ch++)
+			for (int64_t im = 0; im < dg->nimg; im++) {
+				const float *xc = x + im * cs->C * cs->isz + ch * cs->isz;
+				float *pl = xq + ch * dg->stride + im * dg->iw + cs->pb[2];
+				if (ch + 1 < cg)
+					prefetch_plane(xc, cs->isz);
+				for (int64_t id = 0; id < cs->in[0]; id++)
+					for (int64_t ih = 0; ih < cs->in[1]; ih++)
+						copy(pl + ((id + cs->pb[0]) * q1 + ih + cs->pb[1]) * wr,
+						     xc + (id * cs->in[1] + ih) * inw, inw, 4);
+			}
+		return;
+	}
+	/* per width phase: the columns of the plane whose input column is inside */
+	for (int64_t e = 0; e < n2; e++) {
+		int64_t rw = dg->phr[2][e];
+		int64_t l = ceildiv_pos(cs->pb[2] - rw, s2), h = ceildiv_pos(inw + cs->pb[2] - rw, s2);
+		l = l < 0 ? 0 : l > q2 ? q2 : l;
+		lo[e] = l;
+		hi[e] = h < l ? l : h > q2 ? q2 : h;
+	}
 	for (int64_t ch = 0; ch < cg; ch++)
 		for (int64_t a = 0; a < dg->nph[0]; a++)
-		for (int64_t b = 0; b < dg->nph[1]; b++)
-		for (int64_t e = 0; e < dg->nph[2]; e++, pl += dg->stride) {
-			int64_t rd = dg->phr[0][a], rh = dg->phr[1][b], rw = dg->phr[2][e];
-			/* columns of the plane whose input column is inside */
-			int64_t lo = ceildiv_pos(cs->pb[2] - rw, s2), hi = ceildiv_pos(cs->in[2] + cs->pb[2] - rw, s2);
-			lo = lo < 0 ? 0 : lo > q2 ? q2 : lo;
-			hi = hi < lo ? lo : hi > q2 ? q2 : hi;
+		for (int64_t im = 0; im < dg->nimg; im++) {
+			int64_t rd = dg->phr[0][a];
+			float *pa = xq + ((ch * dg->nph[0] + a) * n1 * n2) * dg->stride + im * dg->iw;
+			const float *xc = x + im * cs->C * cs->isz + ch * cs->isz;
+			if (ch + 1 < cg && a == 0)
+				prefetch_plane(xc, cs->isz);
 			for (int64_t qd = 0; qd < dg->q[0]; qd++)
-				for (int64_t qh = 0; qh < q1; qh++) {
-					float *row = pl + (qd * q1 + qh) * q2;
-					int64_t id = qd * cs->s[0] + rd - cs->pb[0], ih = qh * cs->s[1] + rh - cs->pb[1];
-					if (id < 0 || id >= cs->in[0] || ih < 0 || ih >= cs->in[1] || lo >= hi) {
-						memset(row, 0, sizeof(float) * (size_t)q2);
-						continue;
+				for (int64_t qh = 0; qh < q1; qh++)
+					for (int64_t b = 0; b < n1; b++) {
+						int64_t id = qd * cs->s[0] + rd - cs->pb[0];
+						int64_t ih = qh * cs->s[1] + dg->phr[1][b] - cs->pb[1];
+						int in = id >= 0 && id < cs->in[0] && ih >= 0 && ih < cs->in[1];
+						const float *xr = xc + (id * cs->in[1] + ih) * inw;
+						for (int64_t e = 0; e < n2; e++) {
+							float *row = pa + (b * n2 + e) * dg->stride + (qd * q1 + qh) * wr;
+							int64_t l = lo[e], h = hi[e];
+							if (!in || l >= h) {
+								memset(row, 0, sizeof(float) * (size_t)q2);
+								continue;
+							}
+							int64_t iw = l * s2 + dg->phr[2][e] - cs->pb[2];
+							for (int64_t qw = 0; qw < l; qw++)
+								row[qw] = 0.0f;
+							if (s2 == 1)
+								copy(row + l, xr + iw, h - l, 4);
+							else if (s2 == 2)
+								gather2(row + l, xr + iw, h - l);
+							else
+								for (int64_t qw = l; qw < h; qw++, iw += s2)
+									row[qw] = xr[iw];
+							for (int64_t qw = h; qw < q2; qw++)
+								row[qw] = 0.0f;
+						}
 					}
-					const float *xr = x + ch * cs->isz + (id * cs->in[1] + ih) * cs->in[2];
-					int64_t iw = lo * s2 + rw - cs->pb[2];
-					for (int64_t qw = 0; qw < lo; qw++)
-						row[qw] = 0.0f;
-					if (s2 == 1)
-						copy(row + lo, xr + iw, hi - lo, 4);
-					else if (s2 == 2)
-						gather2(row + lo, xr + iw, hi - lo);
-					else
-						for (int64_t qw = lo; qw < hi; qw++, iw += s2)
-							row[qw] = xr[iw];
-					for (int64_t qw = hi; qw < q2; qw++)
-						row[qw] = 0.0f;
-				}
-			/* the gap to the next plane, read by columns past the grid */
-			memset(pl + dg->plane, 0, sizeof(float) * (size_t)(dg->stride - dg->plane));
 		}
+	/* the gaps between planes, read by columns past the grid */
+	for (int64_t pl = 0; pl < cg * dg->planes; pl++)
+		memset(xq + pl * dg->stride + dg->plane, 0, sizeof(float) * (size_t)(dg->stride - dg->plane));
 	/* slack read by the last panels' columns past the grid */
-	memset(pl, 0, sizeof(float) * (size_t)(dg->floats - (pl - xq)));
+	float *end = xq + cg * dg->planes * dg->stride;
+	memset(end, 0, sizeof(float) * (size_t)(dg->floats - (end - xq)));
 }
 
 /* d[j] = s[2 * j] for j < n */
@@ -651,7 +728,13 @@ static void conv_direct_pad_std(const ConvShape *cs, const DirectGeom *dg, const
 AVX512 static inline __attribute__((always_inline)) void gather2_512(float *d, const float *s, int64_t n)
 {
 	const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-	for (int64_t j = 0; j < n; j += 16) {
+	/* sixteen: s[0, 16) and s[15, 31), so nothing past s[30] is read */
+	const __m512i even15 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31);
+	int64_t j = 0;
+	for (; j + 16 <= n; j += 16)
+		_mm512_storeu_ps(d + j, _mm512_permutex2var_ps(_mm512_loadu_ps(s + 2 * j), even15,
+							       _mm512_loadu_ps(s + 2 * j + 15)));
+	for (; j < n; j += 16) {
 		int64_t m = n - j < 16 ? n - j : 16, e = 2 * m - 1;
 		__mmask16 k0 = (__mmask16)(e >= 16 ? 0xffff : (1u << e) - 1);
 		__mmask16 k1 = (__mmask16)(e > 16 ? (1u << (e - 16)) - 1 : 0);
@@ -681,47 +764,74 @@ static void conv_direct_pad(const ConvShape *cs, const DirectGeom *dg, const flo
 	conv_direct_pad_std(cs, dg, x, xq);
 }
 
+/* fill dg for the direct product of cs, with one image per product where
+ * that suits, else with the fewest images side by side (a divisor of N, up
+ * to DIRECT_MAX_IMAGES) that give DIRECT_MIN_COLS columns or, short of
+ * that, the most that suit; 0 when none does */
+#define DIRECT_MAX_IMAGES 16
+#define DIRECT_MIN_COLS 256
+
+static int conv_direct_images(const ConvShape *cs, DirectGeom *dg)
+{
+	if (conv_direct_geom(cs, 1, dg))
+		return 1;
+	int64_t best = 0;
+	for (int64_t k = 2; k <= DIRECT_MAX_IMAGES && k <= cs->N; k++) {
+		if (cs->N % k || !conv_direct_geom(cs, k, dg))
+			continue;
+		best = k;
+		if (dg->n >= DIRECT_MIN_COLS)
+			return 1;
+	}
+	return best && conv_direct_geom(cs, best, dg);
+}
+
 typedef struct DirectRun {
 	const ConvShape *cs;
 	const DirectGeom *dg;
-	const float *x, *bias, *clamp;
+	const float *x, *bias, *sum, *clamp;
 	float *y;
 	FgemmA **pa;
 	const int64_t *off;
+	const FgemmDirectPlan *pl;
 	float *bufs;              /* per piece: dg->floats */
 	int64_t pieces;
 	int threads;              /* for fgemm (one product at a time) */
 } DirectRun;
 
-/* products [lo, hi) (product i: image i / G, group i % G) */
+/* products [lo, hi) (product i: images from (i / G) * nimg, group i % G) */
 static void direct_run(void *arg, int64_t lo, int64_t hi)
 {
 	const DirectRun *r = arg;
 	const ConvShape *cs = r->cs;
-	int64_t cg = cs->C / cs->G, mg = cs->M / cs->G, all = cs->N * cs->G;
+	int64_t cg = cs->C / cs->G, mg = cs->M / cs->G, all = cs->N / r->dg->nimg * cs->G;
 	float *xq = r->bufs + (size_t)((lo * r->pieces + all - 1) / all) * (size_t)r->dg->floats;
-	FgemmMap map = {r->dg->n, r->dg->q[1], r->dg->q[2], cs->out[1], cs->out[2]};
 	for (int64_t i = lo; i < hi; i++) {
-		int64_t n = i / cs->G, g = i % cs->G;
+		int64_t n = i / cs->G * r->dg->nimg, g = i % cs->G;
 		conv_direct_pad(cs, r->dg, r->x + (n * cs->C + g * cg) * cs->isz, xq);
-		fgemm_packed_direct(r->pa[g], xq, r->off, &map, r->bias ? r->bias + g * mg : NULL, r->clamp,
+		fgemm_packed_direct(r->pa[g], xq, r->off, r->pl, r->bias ? r->bias + g * mg : NULL,
+				    r->sum ? r->sum + (n * cs->M + g * mg) * cs->osz : NULL, r->clamp,
 				    r->y + (n * cs->M + g * mg) * cs->osz, cs->osz, r->threads);
 	}
 }
 
-/* conv_gemm through fgemm_packed_direct: several images or groups go to
- * the threads whole, one is split by columns */
+/* conv_gemm through fgemm_packed_direct: several products (images, or
+ * dg->nimg images side by side, and groups) go to the threads whole, one
+ * is split by columns */
 static void conv_gemm_direct(const ConvShape *cs, const DirectGeom *dg, const float *x, const float *bias,
-			     const float *clamp, float *y, FgemmA **pa)
+			     const float *sum, const float *clamp, float *y, FgemmA **pa)
 {
-	int64_t all = cs->N * cs->G;
+	int64_t all = cs->N / dg->nimg * cs->G;
 	int thr = cs->threads < all ? cs->threads : (int)all;
 	if (thr < 1)
 		thr = 1;
 	int64_t *off = conv_direct_offsets(cs, dg);
 	float *bufs = conv_scratch(2, sizeof(float) * (size_t)dg->floats * (size_t)thr);
-	DirectRun r = {cs, dg, x, bias, clamp, y, pa, off, bufs, thr, thr > 1 ? 1 : cs->threads};
+	FgemmMap map = conv_direct_map(cs, dg);
+	FgemmDirectPlan *pl = fgemm_direct_plan(&map);
+	DirectRun r = {cs, dg, x, bias, sum, clamp, y, pa, off, pl, bufs, thr, thr > 1 ? 1 : cs->threads};
 	nn_parallel(thr, all, direct_run, &r);
+	fgemm_direct_plan_free(pl);
 	free(off);
 }
 
@@ -865,6 +975,19 @@ static void conv_gemm_batched(const ConvShape *cs, const void *x, const void *w,
 	}
 }
 
+/* 1 when cs runs as a direct product (dg filled; the packed weights,
+ * cached, made where missing) */
+static int conv_direct_ready(const ConvShape *cs, const void *w, FgemmA **cached, DirectGeom *dg)
+{
+	int64_t mg = cs->M / cs->G, kc = cs->C / cs->G * cs->ksz;
+	if (!cached || cs->osz < FGEMM_MIN_N || kc == 0 || !conv_direct_images(cs, dg))
+		return 0;
+	for (int64_t g = 0; g < cs->G; g++)
+		if (!cached[g])
+			cached[g] = fgemm_pack_a(mg, kc, (const float *)w + g * mg * kc, kc);
+	return 1;
+}
+
 /* y[n, m, :] = bias[m] + sum over the group's channels and kernel of w * x;
  * es 4: float with fgemm or sgemm, es 8: double with dgemm (bias and clamp
  * NULL: none; only float has them); clamp: a fused Relu or Clip applied as
@@ -886,11 +1009,8 @@ static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const f
 		return;
 	}
 	DirectGeom dg;
-	if (cached && cs->osz >= FGEMM_MIN_N && conv_direct_geom(cs, &dg)) {
-		for (int64_t g = 0; g < cs->G; g++)
-			if (!cached[g])
-				cached[g] = fgemm_pack_a(mg, kc, (const float *)w + g * mg * kc, kc);
-		conv_gemm_direct(cs, &dg, x, bias, clamp, y, cached);
+	if (conv_direct_ready(cs, w, cached, &dg)) {
+		conv_gemm_direct(cs, &dg, x, bias, NULL, clamp, y, cached);
 		return;
 	}
 	int64_t nb = conv_images_per_tile(cs, kc, es);
@@ -941,6 +1061,35 @@ static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const f
 			}
 		}
 	}
+}
+
+/* n floats of y += sum, then clamped (cl NULL: not) */
+static void add_clamp(float *y, const float *sum, int64_t n, const float *cl)
+{
+	for (int64_t i = 0; i < n; i++) {
+		float v = y[i] + sum[i];
+		if (cl) {
+			v = v < cl[0] ? cl[0] : v;
+			v = v > cl[1] ? cl[1] : v;
+		}
+		y[i] = v;
+	}
+}
+
+/* conv_gemm on float32 plus sum (laid out as y; NULL: none) before the
+ * clamp: added as the direct product stores its tiles, else in a pass
+ * after */
+static void conv_gemm_sum(const ConvShape *cs, const float *x, const float *w, const float *bias,
+			  const float *sum, const float *clamp, float *y, FgemmA **cached)
+{
+	DirectGeom dg;
+	if (sum && conv_direct_ready(cs, w, cached, &dg)) {
+		conv_gemm_direct(cs, &dg, x, bias, sum, clamp, y, cached);
+		return;
+	}
+	conv_gemm(cs, x, w, bias, sum ? NULL : clamp, y, 4, cached);
+	if (sum)
+		add_clamp(y, sum, cs->N * cs->M * cs->osz, clamp);
 }
 
 /* ---- depthwise (one input channel per group), float ---- */
@@ -1151,6 +1300,8 @@ static FgemmA **conv_cached_packs(RunCtx *c, const Tensor *w, const ConvShape *c
 	return cc->pa;
 }
 
+static int conv_run_sum(RunCtx *c);
+
 static int conv_run(RunCtx *c)
 {
 	const Tensor *x = c->in[0], *w = c->in[1], *b = c->nin > 2 ? c->in[2] : NULL;
@@ -1166,6 +1317,11 @@ static int conv_run(RunCtx *c)
 		return op_error(c->node, "bias has %lld elements, expected %lld", (long long)b->numel, (long long)cs.M);
 	conv_out_dims(x, &cs, dims);
 	conv_squeeze_units(&cs);
+	/* a fused Add of another shape or type is done in full after */
+	const Tensor *sum = c->sum;
+	if (sum && (x->dtype != DT_FLOAT || sum->dtype != DT_FLOAT || sum->rank != x->rank ||
+		    memcmp(sum->dims, dims, sizeof *dims * (size_t)x->rank)))
+		return conv_run_sum(c);
 	if (x->dtype == DT_DOUBLE) {
 		if (op_output(c, 0, DT_DOUBLE, x->rank, dims) < 0)
 			return -1;
@@ -1216,9 +1372,12 @@ static int conv_run(RunCtx *c)
 		DwArgs a = {&cs, xf, wf, bf, y};
 		int thr = cs.N * cs.M * cs.osz * cs.ksz >= 65536 ? c->threads : 1;
 		nn_parallel(thr, cs.N * cs.M, dw_rows, &a);
-		clamp_rows(y, 1, c->out[0]->numel, 0, c->clamp);
+		if (sum)
+			add_clamp(y, sum->data, c->out[0]->numel, c->clamp);
+		else
+			clamp_rows(y, 1, c->out[0]->numel, 0, c->clamp);
 	} else {
-		conv_gemm(&cs, xf, wf, bf, c->clamp, y, 4, packs);
+		conv_gemm_sum(&cs, xf, wf, bf, sum ? sum->data : NULL, c->clamp, y, packs);
 		/* small outputs may run without packing: count what is packed */
 		int all = packs != NULL;
 		size_t bytes = 0;
@@ -1236,6 +1395,69 @@ static int conv_run(RunCtx *c)
 	free(tw);
 	free(tb);
 	return 0;
+}
+
+/* conv_run with a fused Add whose other input c->sum is not float32 of
+ * the output's shape: the convolution into a temporary, then the Add as
+ * its kernel computes it (broadcast; 16-bit floats in float32, double in
+ * double), then the clamp */
+static int conv_run_sum(RunCtx *c)
+{
+	Tensor tmp = {0}, *to[1] = {&tmp};
+	RunCtx c2 = *c;
+	c2.sum = NULL;
+	c2.clamp = NULL;
+	c2.interp = NULL;   /* tmp from the heap, not the interpreter's pool */
+	c2.out = to;
+	c2.nout = 1;
+	if (conv_run(&c2) < 0) {
+		tensor_free(&tmp);
+		return -1;
+	}
+	const Tensor *S = c->sum, *ab[2] = {&tmp, S};
+	int rank, r = -1;
+	int64_t dims[QM_MAX_RANK];
+	if (S->dtype != tmp.dtype) {
+		r = op_error(c->node, "the Add fused into it has inputs of types %s and %s", dtype_name(tmp.dtype),
+			     dtype_name(S->dtype));
+	} else if (bcast_shape_t(c->node, 2, ab, &rank, dims) < 0) {
+		r = -1;
+	} else if (tmp.dtype == DT_DOUBLE) {
+		if (op_output(c, 0, DT_DOUBLE, rank, dims) == 0) {
+			const double *pa = tmp.data, *pb = S->data;
+			double *py = c->out[0]->data;
+			BcastIter it;
+			bcast_begin(&it, rank, dims, 2, ab);
+			while (bcast_next(&it))
+				for (int64_t i = 0; i < it.n; i++) {
+					double v = pa[it.off[0] + i * it.step[0]] + pb[it.off[1] + i * it.step[1]];
+					if (c->clamp) {
+						v = v < c->clamp[0] ? c->clamp[0] : v;
+						v = v > c->clamp[1] ? c->clamp[1] : v;
+					}
+					py[it.out + i] = v;
+				}
+			r = 0;
+		}
+	} else {
+		float *ta = NULL, *tb = NULL, *ty = NULL;
+		const float *pa = nn_f32_in(c, &tmp, &ta), *pb = pa ? nn_f32_in(c, S, &tb) : NULL;
+		float *py = pb ? nn_f32_out(c, 0, tmp.dtype, rank, dims, &ty) : NULL;
+		if (py) {
+			BcastIter it;
+			bcast_begin(&it, rank, dims, 2, ab);
+			while (bcast_next(&it))
+				for (int64_t i = 0; i < it.n; i++)
+					py[it.out + i] = pa[it.off[0] + i * it.step[0]] + pb[it.off[1] + i * it.step[1]];
+			clamp_rows(py, 1, c->out[0]->numel, 0, c->clamp);
+			nn_f32_done(c->out[0], ty);
+			r = 0;
+		}
+		free(ta);
+		free(tb);
+	}
+	tensor_free(&tmp);
+	return r;
 }
 
 /* ---- ConvTranspose ---- */

@@ -15,9 +15,11 @@
  * Packed left operands of 16, 32 or 64 rows go in strips of 8 (16
  * accumulators), which pad fewer rows than strips of 12. For a direct
  * convolution the kernel reads rows of b in place through a table of
- * offsets (fgemm_packed_direct), so no panel is copied; each tile's sums
- * are stored and reloaded unchanged from one block of k to the next, one
- * chain per element. */
+ * offsets (fgemm_packed_direct), so no panel is copied, each panel's two
+ * 16-column halves from where the output grid has kept columns (padding
+ * columns between rows are skipped); each tile's sums are stored and
+ * reloaded unchanged from one block of k to the next, one chain per
+ * element. */
 #include "ops/fgemm.h"
 
 #include <stdlib.h>
@@ -554,42 +556,134 @@ typedef struct Direct {
 	const FgemmA *pa;
 	const float *b;
 	const int64_t *off;
-	const FgemmMap *map;
-	const float *bias, *clamp;
+	const FgemmDirectPlan *pl;
+	const float *bias, *add, *clamp;
 	float *c;
 	int64_t ldc;
 } Direct;
+
+/* A panel's two halves (HALF columns each) start anywhere in the grid:
+ * each at the first kept column past the previous half, so the padding
+ * columns between output rows are skipped rather than computed (a 16 x 16
+ * output on its 18-column grid: 8 panels, not 9) and a 32-wide output row
+ * is one panel, stored whole. */
+#define HALF (NR / 2)
 
 /* one run of a panel's columns that lands contiguously in c */
 typedef struct DSeg {
 	int64_t at, dst, len;
 } DSeg;
 
-/* the runs of product columns [j0, j0 + nr) that map to valid outputs */
-static int64_t direct_segs(const FgemmMap *mp, int64_t j0, int64_t nr, DSeg *seg)
+struct FgemmDirectPlan {
+	int64_t *hs;              /* each half panel's first grid column */
+	int64_t nh;               /* half panels; panel q holds halves 2q, 2q + 1 */
+	int64_t *sfirst;          /* panel q's runs: seg[sfirst[q], sfirst[q + 1]) */
+	DSeg *seg;
+};
+
+/* the first kept grid column at or after p, or mp->n */
+static int64_t direct_next(const FgemmMap *mp, int64_t p)
 {
-	int64_t ns = 0, plane = mp->hq * mp->wq;
-	for (int64_t p = j0; p < j0 + nr;) {
-		int64_t w = p % mp->wq, h = p / mp->wq % mp->hq, d = p / plane;
-		if (w >= mp->ow || h >= mp->oh) {
+	while (p < mp->n) {
+		int64_t w = p % mp->wq, h = p / mp->wq % mp->hq, img = w / mp->iw, wi = w % mp->iw;
+		if (h >= mp->oh || img >= mp->wq / mp->iw)
 			p += mp->wq - w;   /* the next row's first column */
+		else if (wi >= mp->ow)
+			p += mp->iw - wi;  /* the next image's first column */
+		else
+			return p;
+	}
+	return mp->n;
+}
+
+/* the first columns of the half panels covering mp's kept columns (*hs,
+ * malloc'd); returns their count */
+static int64_t direct_halves(const FgemmMap *mp, int64_t **hs)
+{
+	int64_t cap = 64, nh = 0, *v = xmalloc(sizeof(int64_t) * (size_t)cap);
+	for (int64_t p = direct_next(mp, 0); p < mp->n; p = direct_next(mp, p + HALF)) {
+		if (nh == cap)
+			v = xreallocarray(v, (size_t)(cap *= 2), sizeof(int64_t));
+		v[nh++] = p;
+	}
+	*hs = v;
+	return nh;
+}
+
+
+/* appends to seg the runs of the half panel at grid column p0 that map to
+ * kept outputs, at tile column at + (column - p0) (at most HALF); returns
+ * the new count */
+static int64_t direct_segs(const FgemmMap *mp, int64_t p0, int64_t at, DSeg *seg, int64_t ns)
+{
+	int64_t plane = mp->hq * mp->wq, end = p0 + HALF;
+	for (int64_t p = p0; p < end;) {
+		int64_t w = p % mp->wq, h = p / mp->wq % mp->hq, d = p / plane;
+		int64_t img = w / mp->iw, wi = w % mp->iw;
+		if (p >= mp->n)
+			break;
+		if (h >= mp->oh || img >= mp->wq / mp->iw) {
+			p += mp->wq - w;
 			continue;
 		}
-		int64_t len = mp->ow - w < j0 + nr - p ? mp->ow - w : j0 + nr - p;
-		seg[ns++] = (DSeg){p - j0, (d * mp->oh + h) * mp->ow + w, len};
+		if (wi >= mp->ow) {
+			p += mp->iw - wi;
+			continue;
+		}
+		int64_t len = mp->ow - wi < end - p ? mp->ow - wi : end - p;
+		seg[ns++] = (DSeg){at + p - p0, img * mp->istep + (d * mp->oh + h) * mp->ow + wi, len};
 		p += len;
 	}
 	return ns;
+}
+
+FgemmDirectPlan *fgemm_direct_plan(const FgemmMap *map)
+{
+	FgemmDirectPlan *pl = xcalloc(1, sizeof *pl);
+	pl->nh = direct_halves(map, &pl->hs);
+	int64_t panels = (pl->nh + 1) / 2;
+	pl->sfirst = xmalloc(sizeof(int64_t) * (size_t)(panels + 1));
+	/* runs are few per half (one, where output rows are 16 wide or more) */
+	int64_t ns = 0, cap = 2 * pl->nh + NR;
+	pl->seg = xmalloc(sizeof(DSeg) * (size_t)cap);
+	for (int64_t q = 0; q < panels; q++) {
+		if (cap - ns < NR)
+			pl->seg = xreallocarray(pl->seg, (size_t)(cap *= 2), sizeof(DSeg));
+		pl->sfirst[q] = ns;
+		ns = direct_segs(map, pl->hs[2 * q], 0, pl->seg, ns);
+		if (2 * q + 1 < pl->nh)
+			ns = direct_segs(map, pl->hs[2 * q + 1], HALF, pl->seg, ns);
+	}
+	pl->sfirst[panels] = ns;
+	return pl;
+}
+
+int64_t fgemm_direct_cols(const FgemmDirectPlan *pl)
+{
+	return (pl->nh + 1) / 2 * NR;
+}
+
+void fgemm_direct_plan_free(FgemmDirectPlan *pl)
+{
+	if (pl) {
+		free(pl->hs);
+		free(pl->sfirst);
+		free(pl->seg);
+		free(pl);
+	}
 }
 
 #ifdef HAVE_AVX512
 /* rows of b prefetched this many ahead */
 #define DIRECT_PF 8
 
-/* kernel_body with row kk of the panel at b + off[kk] (NR columns read in
- * place) and, when acc, the sums carried on from t: the sum over k stays
- * one chain per element across blocks of k */
-AVX512 static void kernel_offs(int64_t kc, const float *ap, const float *b, const int64_t *off, float *t, int acc)
+/* kernel_body with row kk of the panel's halves at b0 + off[kk] and
+ * b1 + off[kk] (HALF columns each, read in place) and, when acc, the sums
+ * carried on from t: the sum over k stays one chain per element across
+ * blocks of k. Rows below pfn are prefetched (the first strip over a
+ * block; the others find them in cache). */
+AVX512 static void kernel_offs(int64_t kc, const float *ap, const float *b0p, const float *b1p, const int64_t *off,
+			       float *t, int acc, int64_t pfn)
 {
 	__m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
 	__m512 c60, c61, c70, c71, c80, c81, c90, c91, ca0, ca1, cb0, cb1;
@@ -601,12 +695,11 @@ AVX512 static void kernel_offs(int64_t kc, const float *ap, const float *b, cons
 	IN(8, c80, c81) IN(9, c90, c91) IN(10, ca0, ca1) IN(11, cb0, cb1)
 #undef IN
 	for (int64_t kk = 0; kk < kc; kk++, ap += MR) {
-		const float *br = b + off[kk];
-		if (kk + DIRECT_PF < kc) {  /* rows far apart: no hardware prefetch */
-			_mm_prefetch((const char *)(b + off[kk + DIRECT_PF]), _MM_HINT_T0);
-			_mm_prefetch((const char *)(b + off[kk + DIRECT_PF] + NR - 1), _MM_HINT_T0);
+		if (kk + DIRECT_PF < pfn) {  /* rows far apart: no hardware prefetch */
+			_mm_prefetch((const char *)(b0p + off[kk + DIRECT_PF]), _MM_HINT_T0);
+			_mm_prefetch((const char *)(b1p + off[kk + DIRECT_PF] + HALF - 1), _MM_HINT_T0);
 		}
-		__m512 b0 = _mm512_loadu_ps(br), b1 = _mm512_loadu_ps(br + 16), x;
+		__m512 b0 = _mm512_loadu_ps(b0p + off[kk]), b1 = _mm512_loadu_ps(b1p + off[kk]), x;
 #define ROW(i, r0, r1)                                   \
 		x = _mm512_set1_ps(ap[i]);               \
 		r0 = _mm512_fmadd_ps(x, b0, r0);         \
@@ -646,7 +739,8 @@ AVX512 static inline __attribute__((always_inline)) void copy_short(float *d, co
 }
 
 /* kernel_offs on a strip of MR8 rows */
-AVX512 static void kernel_offs8(int64_t kc, const float *ap, const float *b, const int64_t *off, float *t, int acc)
+AVX512 static void kernel_offs8(int64_t kc, const float *ap, const float *b0p, const float *b1p, const int64_t *off,
+				float *t, int acc, int64_t pfn)
 {
 	__m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71;
 #define IN(i, r0, r1)                                                            \
@@ -656,12 +750,11 @@ AVX512 static void kernel_offs8(int64_t kc, const float *ap, const float *b, con
 	IN(4, c40, c41) IN(5, c50, c51) IN(6, c60, c61) IN(7, c70, c71)
 #undef IN
 	for (int64_t kk = 0; kk < kc; kk++, ap += MR8) {
-		const float *br = b + off[kk];
-		if (kk + DIRECT_PF < kc) {
-			_mm_prefetch((const char *)(b + off[kk + DIRECT_PF]), _MM_HINT_T0);
-			_mm_prefetch((const char *)(b + off[kk + DIRECT_PF] + NR - 1), _MM_HINT_T0);
+		if (kk + DIRECT_PF < pfn) {
+			_mm_prefetch((const char *)(b0p + off[kk + DIRECT_PF]), _MM_HINT_T0);
+			_mm_prefetch((const char *)(b1p + off[kk + DIRECT_PF] + HALF - 1), _MM_HINT_T0);
 		}
-		__m512 b0 = _mm512_loadu_ps(br), b1 = _mm512_loadu_ps(br + 16), x;
+		__m512 b0 = _mm512_loadu_ps(b0p + off[kk]), b1 = _mm512_loadu_ps(b1p + off[kk]), x;
 #define ROW(i, r0, r1)                                   \
 		x = _mm512_set1_ps(ap[i]);               \
 		r0 = _mm512_fmadd_ps(x, b0, r0);         \
@@ -678,102 +771,150 @@ AVX512 static void kernel_offs8(int64_t kc, const float *ap, const float *b, con
 #undef OUT
 }
 
-/* rows [0, mr) of tile t plus bias, clamped, stored through the runs */
+/* rows [0, mr) of tile t plus bias, plus ad (laid out as c, or NULL),
+ * clamped, stored through the runs: whole halves straight from the
+ * registers, others through t */
 AVX512 static void tile_store_segs(float *t, int64_t mr, const DSeg *seg, int64_t ns, float *c, int64_t ldc,
-				   const float *rb, const float *cl)
+				   const float *rb, const float *ad, const float *cl)
 {
 	__m512 lo = _mm512_set1_ps(cl ? cl[0] : 0), hi = _mm512_set1_ps(cl ? cl[1] : 0);
+	int whole = 1;
+	for (int64_t s = 0; s < ns; s++)
+		whole &= seg[s].len == HALF && seg[s].at % HALF == 0;
 	for (int64_t i = 0; i < mr; i++) {
 		float *tr = t + i * NR, *cr = c + i * ldc;
+		const float *ar = ad ? ad + i * ldc : NULL;
 		__m512 v0 = _mm512_loadu_ps(tr), v1 = _mm512_loadu_ps(tr + 16);
 		if (rb) {
 			v0 = _mm512_add_ps(v0, _mm512_set1_ps(rb[i]));
 			v1 = _mm512_add_ps(v1, _mm512_set1_ps(rb[i]));
 		}
-		if (cl) {   /* as tile_store: v on equality and NaN */
+		if (whole) {
+			for (int64_t s = 0; s < ns; s++) {
+				__m512 v = seg[s].at ? v1 : v0;
+				if (ar)
+					v = _mm512_add_ps(v, _mm512_loadu_ps(ar + seg[s].dst));
+				if (cl)   /* as tile_store: v on equality and NaN */
+					v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+				_mm512_storeu_ps(cr + seg[s].dst, v);
+			}
+			continue;
+		}
+		if (cl && !ar) {
 			v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
 			v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
 		}
-		if (ns == 1 && seg[0].len == NR) {
-			_mm512_storeu_ps(cr + seg[0].dst, v0);
-			_mm512_storeu_ps(cr + seg[0].dst + 16, v1);
-			continue;
-		}
 		_mm512_storeu_ps(tr, v0);
 		_mm512_storeu_ps(tr + 16, v1);
-		for (int64_t s = 0; s < ns; s++)
-			copy_short(cr + seg[s].dst, tr + seg[s].at, seg[s].len);
+		for (int64_t s = 0; s < ns; s++) {
+			if (!ar) {
+				copy_short(cr + seg[s].dst, tr + seg[s].at, seg[s].len);
+				continue;
+			}
+			for (int64_t j = 0; j < seg[s].len; j++) {
+				float v = tr[seg[s].at + j] + ar[seg[s].dst + j];
+				cr[seg[s].dst + j] = cl ? clamp1(v, cl) : v;
+			}
+		}
 	}
 }
 
-/* panels per group of direct_cols: the group's rows of b (k x NR floats
- * each) stay within about half of an L2 cache, while each strip of a is
- * read once per group rather than once per panel (magika's 2.6 MB of
- * packed weights did not fit L2) */
+/* panels per group of direct_cols: one, while the packed weights fit
+ * about half of an L2 cache (they are read once per panel); else as many
+ * as keep the group's rows of b (k x NR floats each) within that, so each
+ * strip of a is read once per group rather than once per panel (magika's
+ * 2.6 MB of packed weights did not fit L2) */
 #define DIRECT_GROUP_MAX 8
 #define DIRECT_GROUP_BYTES (512 * 1024)
+/* tiles carried at once, and rows of k per block: a block's rows of b for
+ * one panel (DIRECT_KC x NR floats, 16 KiB) stay in the L1 cache while
+ * every strip of a runs over them */
+#define DIRECT_TILES 16
+#define DIRECT_KC 128
 
-/* panels [plo, phi) of a Direct product: per group of panels, per strip
- * of a, per block of k, the tile of each panel (its sums carried in tt
- * from block to block: one chain per element) */
+/* panels [plo, phi) of a Direct product: per group of panels, per run of
+ * strips of a, per block of k, the tile of each strip and panel (its sums
+ * carried in tt from block to block: one chain per element) */
 AVX512 static void direct_cols(void *arg, int64_t plo, int64_t phi)
 {
 	const Direct *g = arg;
 	const FgemmA *pa = g->pa;
-	float tt[DIRECT_GROUP_MAX][MR * NR] __attribute__((aligned(64)));
-	DSeg seg[DIRECT_GROUP_MAX][NR];
+	const FgemmDirectPlan *pl = g->pl;
+	float tt[DIRECT_TILES][MR * NR] __attribute__((aligned(64)));
+	const DSeg *seg[DIRECT_GROUP_MAX];
 	int64_t ns[DIRECT_GROUP_MAX];
 	int64_t pg = DIRECT_GROUP_BYTES / (pa->k * NR * (int64_t)sizeof(float));
+	if (pa->mpad * pa->k * (int64_t)sizeof(float) <= DIRECT_GROUP_BYTES)
+		pg = 1;
 	pg = pg < 1 ? 1 : pg > DIRECT_GROUP_MAX ? DIRECT_GROUP_MAX : pg;
+	int64_t strips = pa->mpad / pa->mr, sc = DIRECT_TILES / pg;
 	for (int64_t g0 = plo; g0 < phi; g0 += pg) {
-		int64_t gn = phi - g0 < pg ? phi - g0 : pg;
+		int64_t gn = phi - g0 < pg ? phi - g0 : pg, any = 0;
+		const float *bh[DIRECT_GROUP_MAX][2];
 		for (int64_t q = 0; q < gn; q++) {
-			int64_t j0 = (g0 + q) * NR, nr = g->map->n - j0 < NR ? g->map->n - j0 : NR;
-			ns[q] = direct_segs(g->map, j0, nr, seg[q]);
+			int64_t h0 = 2 * (g0 + q), h1 = h0 + 1 < pl->nh ? h0 + 1 : h0;
+			seg[q] = pl->seg + pl->sfirst[g0 + q];
+			ns[q] = pl->sfirst[g0 + q + 1] - pl->sfirst[g0 + q];
+			bh[q][0] = g->b + pl->hs[h0];
+			bh[q][1] = g->b + pl->hs[h1];
+			any |= ns[q];
 		}
-		for (int64_t ir = 0; ir < pa->m; ir += pa->mr) {
-			int64_t mr = pa->m - ir < pa->mr ? pa->m - ir : pa->mr;
-			for (int64_t k0 = 0; k0 < pa->k; k0 += KC) {
-				int64_t kc = pa->k - k0 < KC ? pa->k - k0 : KC;
-				const float *ap = pa->p + pa->mpad * k0 + ir * kc;
-				for (int64_t q = 0; q < gn; q++) {
-					const float *bq = g->b + (g0 + q) * NR;
-					if (ns[q] == 0)
-						continue;
-					if (pa->mr == MR8)
-						kernel_offs8(kc, ap, bq, g->off + k0, tt[q], k0 > 0);
-					else
-						kernel_offs(kc, ap, bq, g->off + k0, tt[q], k0 > 0);
+		if (!any)
+			continue;
+		for (int64_t s0 = 0; s0 < strips; s0 += sc) {
+			int64_t s1 = s0 + sc < strips ? s0 + sc : strips;
+			for (int64_t k0 = 0; k0 < pa->k; k0 += DIRECT_KC) {
+				/* the packed block of KC rows holding k0 */
+				int64_t kb = k0 / KC * KC, kcb = pa->k - kb < KC ? pa->k - kb : KC;
+				int64_t kc = kb + kcb - k0 < DIRECT_KC ? kb + kcb - k0 : DIRECT_KC;
+				for (int64_t st = s0; st < s1; st++) {
+					const float *ap = pa->p + pa->mpad * kb + st * pa->mr * kcb + (k0 - kb) * pa->mr;
+					for (int64_t q = 0; q < gn; q++) {
+						float *t = tt[(st - s0) * gn + q];
+						if (ns[q] == 0)
+							continue;
+						if (pa->mr == MR8)
+							kernel_offs8(kc, ap, bh[q][0], bh[q][1], g->off + k0, t, k0 > 0,
+								     st == s0 ? kc : 0);
+						else
+							kernel_offs(kc, ap, bh[q][0], bh[q][1], g->off + k0, t, k0 > 0,
+								    st == s0 ? kc : 0);
+					}
 				}
 			}
-			for (int64_t q = 0; q < gn; q++)
-				if (ns[q])
-					tile_store_segs(tt[q], mr, seg[q], ns[q], g->c + ir * g->ldc, g->ldc,
-							g->bias ? g->bias + ir : NULL, g->clamp);
+			for (int64_t st = s0; st < s1; st++) {
+				int64_t ir = st * pa->mr, mr = pa->m - ir < pa->mr ? pa->m - ir : pa->mr;
+				for (int64_t q = 0; q < gn; q++)
+					if (ns[q])
+						tile_store_segs(tt[(st - s0) * gn + q], mr, seg[q], ns[q], g->c + ir * g->ldc,
+								g->ldc, g->bias ? g->bias + ir : NULL,
+								g->add ? g->add + ir * g->ldc : NULL, g->clamp);
+			}
 		}
 	}
 }
 
-void fgemm_packed_direct(const FgemmA *a, const float *b, const int64_t *off, const FgemmMap *map,
-			 const float *bias, const float *clamp, float *c, int64_t ldc, int threads)
+void fgemm_packed_direct(const FgemmA *a, const float *b, const int64_t *off, const FgemmDirectPlan *pl,
+			 const float *bias, const float *add, const float *clamp, float *c, int64_t ldc, int threads)
 {
-	Direct g = {a, b, off, map, bias, clamp, c, ldc};
-	int64_t panels = (map->n + NR - 1) / NR;
-	if (threads > 1 && 2 * a->m * map->n * a->k < (int64_t)threads * 4000000)
+	int64_t panels = (pl->nh + 1) / 2;
+	Direct g = {a, b, off, pl, bias, add, clamp, c, ldc};
+	if (threads > 1 && 2 * a->m * panels * NR * a->k < (int64_t)threads * 4000000)
 		threads = 1;
 	nn_parallel(threads, panels, direct_cols, &g);
 }
 #else
-void fgemm_packed_direct(const FgemmA *a, const float *b, const int64_t *off, const FgemmMap *map,
-			 const float *bias, const float *clamp, float *c, int64_t ldc, int threads)
+void fgemm_packed_direct(const FgemmA *a, const float *b, const int64_t *off, const FgemmDirectPlan *pl,
+			 const float *bias, const float *add, const float *clamp, float *c, int64_t ldc, int threads)
 {
 	/* portable: fgemm_available() is 0 here, so this only keeps the file
 	 * complete; one chain per element like the AVX-512 version */
 	(void)threads;
-	DSeg seg[NR];
-	for (int64_t j0 = 0; j0 < map->n; j0 += NR) {
-		int64_t nr = map->n - j0 < NR ? map->n - j0 : NR, ns = direct_segs(map, j0, nr, seg);
-		for (int64_t s = 0; s < ns; s++)
+	for (int64_t q = 0; q < (pl->nh + 1) / 2; q++) {
+		const DSeg *seg = pl->seg + pl->sfirst[q];
+		int64_t ns = pl->sfirst[q + 1] - pl->sfirst[q];
+		for (int64_t s = 0; s < ns; s++) {
+			int64_t j0 = pl->hs[2 * q + seg[s].at / HALF] - seg[s].at / HALF * HALF;
 			for (int64_t i = 0; i < a->m; i++)
 				for (int64_t j = 0; j < seg[s].len; j++) {
 					float acc = 0.0f;
@@ -783,11 +924,13 @@ void fgemm_packed_direct(const FgemmA *a, const float *b, const int64_t *off, co
 							    i % a->mr] *
 						       b[off[kk] + j0 + seg[s].at + j];
 					}
-					float v = acc + (bias ? bias[i] : 0.0f);
+					float v = bias ? acc + bias[i] : acc;
+					v = add ? v + add[i * ldc + seg[s].dst + j] : v;
 					if (clamp)
 						v = v < clamp[0] ? clamp[0] : v > clamp[1] ? clamp[1] : v;
 					c[i * ldc + seg[s].dst + j] = v;
 				}
+		}
 	}
 }
 #endif

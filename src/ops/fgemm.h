@@ -54,16 +54,32 @@ size_t fgemm_buf_floats(void);
 
 /* The right operand read in place: row kk of b is b + off[kk] (a padded,
  * phase-split input image: a direct convolution), its n columns the
- * positions p = (d * hq + h) * wq + w of an output grid of which only
- * w < ow, h < oh are kept, stored to c column (d * oh + h) * ow + w. Reads
- * run up to off[kk] + n rounded up to FGEMM_NR. */
+ * positions p = (d * hq + h) * wq + w of an output grid. A grid row holds
+ * wq / iw images side by side, iw columns apart: column w is image w / iw,
+ * column w % iw of it. Only columns w % iw < ow of images w / iw < wq / iw
+ * in rows h < oh are kept, stored to c column
+ * (w / iw) * istep + (d * oh + h) * ow + w % iw. Reads run up to
+ * off[kk] + n + FGEMM_NR / 2. */
 typedef struct FgemmMap {
 	int64_t n, hq, wq, oh, ow;
+	int64_t iw, istep;        /* one image: iw = wq (istep unused) */
 } FgemmMap;
-/* c = a * b + bias[m] (bias may be NULL), clamped as fgemm_packed_fill
- * does; each sum over k runs in one fixed order whatever threads is */
-void fgemm_packed_direct(const FgemmA *a, const float *b, const int64_t *off, const FgemmMap *map,
-			 const float *bias, const float *clamp, float *c, int64_t ldc, int threads);
+/* The panels of a direct product over map: made once for all the
+ * products with the same grid (the images of a batch). Each panel is two
+ * halves of FGEMM_NR / 2 grid columns, each starting at the first kept
+ * column past the previous half, so padding columns between output rows
+ * are mostly skipped. */
+typedef struct FgemmDirectPlan FgemmDirectPlan;
+FgemmDirectPlan *fgemm_direct_plan(const FgemmMap *map);
+void fgemm_direct_plan_free(FgemmDirectPlan *pl);
+/* columns the plan computes (kept ones and the padding it cannot skip):
+ * to judge whether a direct product is worth it */
+int64_t fgemm_direct_cols(const FgemmDirectPlan *pl);
+/* c = a * b + bias[m] (bias may be NULL) + add (laid out as c; may be
+ * NULL), clamped as fgemm_packed_fill does after the additions; each sum
+ * over k runs in one fixed order whatever threads is */
+void fgemm_packed_direct(const FgemmA *a, const float *b, const int64_t *off, const FgemmDirectPlan *pl,
+			 const float *bias, const float *add, const float *clamp, float *c, int64_t ldc, int threads);
 
 /* b packed once, for several products with the same right operand */
 typedef struct FgemmB {

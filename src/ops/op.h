@@ -118,6 +118,11 @@ typedef struct RunCtx {
 	 * node (Conv only), whose output 0 must hold v < lo ? lo : v, then
 	 * v > hi ? hi : v, as Clip computes (NaN passes) */
 	const float *clamp;
+	/* NULL, or the other input of an Add (opset 7 or later) the
+	 * interpreter fused into this node (Conv only): output 0 must hold
+	 * Add's output, the node's result + sum, clamped as above after the
+	 * addition */
+	const Tensor *sum;
 } RunCtx;
 
 /* Allocate output i with the given type and shape. Contents are

@@ -471,6 +471,28 @@ static int lppool_run(RunCtx *c)
 	return pool_run_kind(c, POOL_LP);
 }
 
+/* the sum of x[0, n) in double: eight interleaved sums (one chain of
+ * additions was 4 cycles an element, a millisecond on a batch of CNN
+ * activations), added pairwise, then the tail; the same order on every
+ * CPU and thread count */
+typedef double pool_v8d __attribute__((vector_size(64)));
+typedef float pool_v8f __attribute__((vector_size(32)));
+
+POOL_CLONES static double sum_f64(const float *x, int64_t n)
+{
+	pool_v8d s = {0};
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		pool_v8f v;
+		memcpy(&v, x + i, sizeof v);
+		s += __builtin_convertvector(v, pool_v8d);
+	}
+	double t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+	for (; i < n; i++)
+		t += x[i];
+	return t;
+}
+
 static int global_run_kind(RunCtx *c, int kind)
 {
 	const Tensor *x = c->in[0];
@@ -502,10 +524,7 @@ static int global_run_kind(RunCtx *c, int kind)
 					m = xp[i];
 			y[pl] = m;
 		} else if (kind == POOL_AVG) {
-			double s = 0;
-			for (int64_t i = 0; i < isz; i++)
-				s += xp[i];
-			y[pl] = isz ? (float)(s / (double)isz) : 0.0f;
+			y[pl] = isz ? (float)(sum_f64(xp, isz) / (double)isz) : 0.0f;
 		} else {
 			double s = 0;
 			for (int64_t i = 0; i < isz; i++)

@@ -1,9 +1,9 @@
 /* rnn.c — recurrent networks: RNN, GRU, LSTM.
  *
  * One kernel serves all three: per direction the input projection of the
- * whole sequence is one cblas_sgemm (X * W^T), then each step multiplies the
- * hidden state by R^T and applies the cell's gates. R is read in place
- * (sgemv for one batch entry, sgemm with R transposed for more): streaming
+ * whole sequence is one product (X * W^T), then each step multiplies the
+ * hidden state by R^T and applies the cell's gates (rec_proj: fgemm where
+ * the CPU has AVX-512, else OpenBLAS). R is read in place: streaming
  * models such as silero-vad run one step per call, where a transposed copy
  * of R cost more than everything else. Supported: directions
  * forward/reverse/bidirectional, activations with their alpha/beta, clip,
@@ -21,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ops/fgemm.h"
 #include "ops/nn.h"
 #include "ops/op.h"
 #include "ops/rnn.h"
@@ -313,16 +314,36 @@ static const Tensor *opt_in(RunCtx *c, size_t i)
 	return i < c->nin ? c->in[i] : NULL;
 }
 
-/* out[batch, n] (row stride ldo) = h[batch, k] (row stride ldh) * R[n, k]^T,
- * R row-major with rows of k */
-static void rec_proj(int64_t batch, int64_t n, int64_t k, const float *h, int64_t ldh, const float *R,
-		     float *out, int64_t ldo)
+/* out[rows, n] (row stride ldo) = h[rows, k] (row stride ldh) * R[n, k]^T,
+ * R row-major with rows of k. Where the CPU has fgemm (fgemm.h) it computes
+ * out^T = R * h^T (h^T and out^T being small copies; none for one row):
+ * the sum over k in one order whatever the thread count, and OpenBLAS is
+ * never loaded for these products (silero-vad at batch 1 then loads none:
+ * its buffer, data and code pages were 0.3 MB of anonymous and over 1 MB
+ * of peak RSS). Elsewhere OpenBLAS: sgemv for one row, sgemm for more. */
+static void rec_proj(int64_t rows, int64_t n, int64_t k, const float *h, int64_t ldh, const float *R,
+		     float *out, int64_t ldo, int threads)
 {
-	if (batch == 1)
+	if (fgemm_available() && rows == 1) {
+		fgemm(n, 1, k, R, k, h, 1, NULL, 0, out, 1, threads);
+	} else if (fgemm_available()) {
+		float *ht = xmalloc(sizeof *ht * (size_t)(k * rows));
+		float *ot = xmalloc(sizeof *ot * (size_t)(n * rows));
+		for (int64_t r = 0; r < rows; r++)
+			for (int64_t kk = 0; kk < k; kk++)
+				ht[kk * rows + r] = h[r * ldh + kk];
+		fgemm(n, rows, k, R, k, ht, rows, NULL, 0, ot, rows, threads);
+		for (int64_t r = 0; r < rows; r++)
+			for (int64_t j = 0; j < n; j++)
+				out[r * ldo + j] = ot[j * rows + r];
+		free(ht);
+		free(ot);
+	} else if (rows == 1) {
 		cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)k, 1.0f, R, (int)k, h, 1, 0.0f, out, 1);
-	else
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)batch, (int)n, (int)k, 1.0f, h,
+	} else {
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)k, 1.0f, h,
 			    (int)ldh, R, (int)k, 0.0f, out, (int)ldo);
+	}
 }
 
 /* q: the products of a quantized LSTM (rnn.h), else NULL */
@@ -410,8 +431,7 @@ static int rnn_run_cell(RunCtx *c, int cell, const RnnGemm *q)
 			if (maxlen && batch && gh && isz)
 				q->input(q, di, maxlen * batch, gh, isz, X, xw);
 		} else if (rows && gh && isz)
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)gh, (int)isz,
-				    1.0f, X, (int)isz, W, (int)isz, 0.0f, xw, (int)gh);
+			rec_proj(rows, gh, isz, X, isz, W, xw, gh, c->threads);
 		else
 			memset(xw, 0, sizeof *xw * (size_t)(rows * gh));
 		for (int64_t bi = 0; bi < batch; bi++)
@@ -440,7 +460,7 @@ static int rnn_run_cell(RunCtx *c, int cell, const RnnGemm *q)
 				}
 				q->recur(q, di, batch, ng, hid, hq, hr, gh);
 			} else if (batch && hid)
-				rec_proj(batch, ng, hid, h, hid, R, hr, gh);
+				rec_proj(batch, ng, hid, h, hid, R, hr, gh, c->threads);
 			else
 				memset(hr, 0, sizeof *hr * (size_t)(batch * gh));
 			if (cell == CELL_GRU && !a.lbr) {
@@ -456,7 +476,8 @@ static int rnn_run_cell(RunCtx *c, int cell, const RnnGemm *q)
 					}
 				}
 				if (batch && hid)
-					rec_proj(batch, hid, hid, tmp, hid, R + 2 * hid * hid, hr + 2 * hid, gh);
+					rec_proj(batch, hid, hid, tmp, hid, R + 2 * hid * hid, hr + 2 * hid, gh,
+						 c->threads);
 			}
 			for (int64_t bi = 0; bi < batch; bi++) {
 				float *hb = h + bi * hid, *cb = cs + bi * hid;

@@ -5,7 +5,8 @@
  * Each kernel is one switch over the native types it accepts; the loop is
  * written once (UN_LOOP) and the math is type-generic (<tgmath.h>), so float
  * and double share one expression. float16/bfloat16 are computed in float32
- * (elem.h). Erf on float32 is explicit 16-lane vector code (erf_f32). */
+ * (elem.h). Erf on float32 is explicit 16-lane vector code (erf_f32), and
+ * so is Gelu's one pass (gelu_erf_f32, gelu.h), which shares its polynomial. */
 /* FP exception flags and errno are never read: let GCC if-convert, inline
  * sqrt and vectorize the float loops (-ftrapping-math keeps compares as
  * branches, -fmath-errno keeps sqrt a libm call) */
@@ -16,6 +17,7 @@
 #include <tgmath.h>
 
 #include "ops/elem.h"
+#include "ops/gelu.h"
 #include "ops/op.h"
 #include "ops/shapeutil.h"
 
@@ -88,10 +90,10 @@ typedef uint32_t v16u __attribute__((vector_size(64)));
 /* m ? a : b lane by lane, m all ones or zero (a comparison's result) */
 #define SEL16(m, a, b) ((v16f)(((m) & (v16i)(a)) | (~(m) & (v16i)(b))))
 
-static inline __attribute__((always_inline)) void erf16(const float *x, float *y)
+/* (through pointers: vectors passed by value change the ABI per clone) */
+static inline __attribute__((always_inline)) void erf16v(const v16f *xp, v16f *out)
 {
-	v16f xv, c = {0};
-	memcpy(&xv, x, sizeof xv);
+	v16f xv = *xp, c = {0};
 	v16i z = {0}, sign = (v16i)xv & (z + INT32_MIN);
 	v16f a = (v16f)((v16i)xv & ~sign);
 	v16f a2 = a * a;
@@ -117,7 +119,15 @@ static inline __attribute__((always_inline)) void erf16(const float *x, float *y
 	ey = ey * (v16f)(((v16u)et - 0x4B400000u + 127u) << 23);
 	v16f big = 1.0f - p * ey;
 	v16f res = SEL16(a < 0.5f, small, big);
-	res = (v16f)((v16i)res | sign);
+	*out = (v16f)((v16i)res | sign);
+}
+
+static inline __attribute__((always_inline)) void erf16(const float *x, float *y)
+{
+	v16f xv;
+	memcpy(&xv, x, sizeof xv);
+	v16f res;
+	erf16v(&xv, &res);
 	memcpy(y, &res, sizeof res);
 }
 
@@ -141,6 +151,85 @@ static int k_erf(const Onnx__NodeProto *n, const Tensor *x, Tensor *y)
 	erf_f32(x->data, y->data, x->numel);
 	return 0;
 }
+
+/* Gelu in one pass (gelu.h): erf16v between the decomposition's other
+ * operations, each one vector operation in the graph's order; the loop is
+ * made once per order (constant flags), so no lane waits on a branch */
+static inline __attribute__((always_inline)) void gelu16(const float *x, float *y, float d, float a, float h,
+							 int mul_d, int half_first)
+{
+	v16f xv, e;
+	memcpy(&xv, x, sizeof xv);
+	v16f u = mul_d ? xv * d : xv / d;
+	erf16v(&u, &e);
+	e = e + a;
+	v16f r = half_first ? (xv * h) * e : (xv * e) * h;
+	memcpy(y, &r, sizeof r);
+}
+
+static inline __attribute__((always_inline)) void gelu_loop(const float *x, float *y, int64_t n,
+							    const GeluErf *g, int mul_d, int half_first)
+{
+	float d = g->d, a = g->a, h = g->h;
+	int64_t i = 0;
+	for (; i + 16 <= n; i += 16)
+		gelu16(x + i, y + i, d, a, h, mul_d, half_first);
+	if (i == n)
+		return;
+	float tx[16] = {0}, ty[16];
+	memcpy(tx, x + i, sizeof(float) * (size_t)(n - i));
+	gelu16(tx, ty, d, a, h, mul_d, half_first);
+	memcpy(y + i, ty, sizeof(float) * (size_t)(n - i));
+}
+
+ERF_CLONES void gelu_erf_f32(const float *x, float *y, int64_t n, const GeluErf *g)
+{
+	if (g->mul_d && g->half_first)
+		gelu_loop(x, y, n, g, 1, 1);
+	else if (g->mul_d)
+		gelu_loop(x, y, n, g, 1, 0);
+	else if (g->half_first)
+		gelu_loop(x, y, n, g, 0, 1);
+	else
+		gelu_loop(x, y, n, g, 0, 0);
+}
+
+typedef struct GeluJob {
+	const float *x;
+	float *y;
+	const GeluErf *g;
+} GeluJob;
+
+static int gelu_part(void *arg, int64_t lo, int64_t hi)
+{
+	GeluJob *j = arg;
+	gelu_erf_f32(j->x + lo, j->y + lo, hi - lo, j->g);
+	return 0;
+}
+
+int gelu_erf_run(RunCtx *c, size_t xin, int rank, const GeluErf *g)
+{
+	const Tensor *x = xin < c->nin ? c->in[xin] : NULL;
+	if (!x)
+		return op_error(c->node, "missing input %zu", xin);
+	if (x->kind != TK_TENSOR || x->dtype != DT_FLOAT)
+		return op_error(c->node, "input %zu is %s, expected float (the type of the Gelu's constants)",
+				xin, dtype_name(x->dtype));
+	if (!x->data && x->numel)
+		return op_error(c->node, "input %zu has no data", xin);
+	/* scalar constants of a higher rank add leading unit axes */
+	int r = x->rank > rank ? x->rank : rank;
+	if (r > QM_MAX_RANK)
+		return op_error(c->node, "rank %d exceeds %d", r, QM_MAX_RANK);
+	int64_t dims[QM_MAX_RANK];
+	for (int k = 0; k < r; k++)
+		dims[k] = k < r - x->rank ? 1 : x->dims[k - (r - x->rank)];
+	if (op_output(c, 0, DT_FLOAT, r, dims) < 0)
+		return -1;
+	GeluJob job = {x->data, c->out[0]->data, g};
+	return elem_parallel(c->threads, x->numel, 32768, gelu_part, &job);
+}
+
 UNARY(k_isnan, UN_FLOAT_PRED(isnan(v)))
 UNARY(k_not, case DT_BOOL: UN_LOOP(uint8_t, uint8_t, !v) break;)
 UNARY(k_bitwise_not, UN_SINT(~v) UN_UINT(~v))

@@ -14,43 +14,43 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "strmap.h"
 #include "util.h"
 
 struct BuildLog {
 	char *path;
-	LogEntry *tab;
-	size_t cap, n;
+	StrMap tab;          /* id -> LogEntry *, keyed by the entry's own id */
 	int dirty;
 };
 
-static uint64_t strhash(const char *s)
+static void entry_free(LogEntry *e)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
+	free(e->id);
+	action_rec_free(&e->rec);
+	free(e);
 }
 
-static LogEntry *slot(BuildLog *l, const char *id, int create)
+/* the entry of id (malloc'd: the table takes it), a new empty one when
+ * there was none (*added) */
+static LogEntry *entry_add(BuildLog *l, char *id, int *added)
 {
-	if (create && (l->n + 1) * 2 > l->cap) {
-		LogEntry *old = l->tab;
-		size_t oc = l->cap;
-		l->cap = l->cap ? l->cap * 2 : 256;
-		l->tab = xcalloc(l->cap, sizeof *l->tab);
-		for (size_t i = 0; i < oc; i++)
-			if (old[i].id) {
-				LogEntry *e = slot(l, old[i].id, 0);
-				*e = old[i];
-			}
-		free(old);
+	StrMapEnt *se = strmap_add(&l->tab, id, added);
+	if (!*added) {
+		free(id);
+		return se->v.p;
 	}
-	if (!l->cap)
-		return NULL;
-	for (size_t i = strhash(id) & (l->cap - 1);; i = (i + 1) & (l->cap - 1)) {
-		if (!l->tab[i].id || !strcmp(l->tab[i].id, id))
-			return &l->tab[i];
-	}
+	LogEntry *e = xcalloc(1, sizeof *e);
+	e->id = id;
+	se->v.p = e;
+	return e;
+}
+
+/* free every entry and leave the table empty */
+static void entries_free(BuildLog *l)
+{
+	for (StrMapEnt *se = NULL; (se = strmap_next(&l->tab, se));)
+		entry_free(se->v.p);
+	strmap_free(&l->tab);
 }
 
 static char *mkid(const char *model, const char *stage)
@@ -66,24 +66,19 @@ static char *mkid(const char *model, const char *stage)
 LogEntry *buildlog_get(BuildLog *l, const char *model, const char *stage)
 {
 	char *id = mkid(model, stage);
-	LogEntry *e = slot(l, id, 0);
+	LogEntry *e = strmap_get(&l->tab, id);
 	free(id);
-	return e && e->id ? e : NULL;
+	return e;
 }
 
 LogEntry *buildlog_put(BuildLog *l, const char *model, const char *stage, const ActionRec *rec)
 {
-	char *id = mkid(model, stage);
-	LogEntry *e = slot(l, id, 1);
-	if (e->id) {
-		free(id);
+	int added;
+	LogEntry *e = entry_add(l, mkid(model, stage), &added);
+	if (!added) {
 		if (hash_eq(e->rec.key, rec->key) && e->rec.nouts == rec->nouts)
 			return e;
 		action_rec_free(&e->rec);
-	} else {
-		e->id = id;
-		e->touched = 0;
-		l->n++;
 	}
 	action_rec_copy(&e->rec, rec);
 	l->dirty = 1;
@@ -92,29 +87,14 @@ LogEntry *buildlog_put(BuildLog *l, const char *model, const char *stage, const 
 
 void buildlog_drop(BuildLog *l, const char *model, const char *stage)
 {
-	LogEntry *e = buildlog_get(l, model, stage);
-	if (!e)
-		return;
-	/* rebuild the table without it (drops are rare) */
-	BuildLog nl = {0};
-	for (size_t i = 0; i < l->cap; i++) {
-		LogEntry *x = &l->tab[i];
-		if (!x->id)
-			continue;
-		if (x == e) {
-			free(x->id);
-			action_rec_free(&x->rec);
-			continue;
-		}
-		LogEntry *y = slot(&nl, x->id, 1);
-		*y = *x;
-		nl.n++;
+	char *id = mkid(model, stage);
+	LogEntry *e = strmap_get(&l->tab, id);
+	if (e) {
+		strmap_del(&l->tab, id);
+		entry_free(e);
+		l->dirty = 1;
 	}
-	free(l->tab);
-	l->tab = nl.tab;
-	l->cap = nl.cap;
-	l->n = nl.n;
-	l->dirty = 1;
+	free(id);
 }
 
 static int parse(BuildLog *l, char *p, char *end)
@@ -193,15 +173,10 @@ static int parse(BuildLog *l, char *p, char *end)
 		r.keytext = xstrndup(p, ktlen);
 		p += ktlen + 1;
 		/* move r into the table (no copy: this runs for every action) */
-		char *id = mkid(model, stage);
-		LogEntry *e = slot(l, id, 1);
-		if (e->id) {
-			free(id);
+		int added;
+		LogEntry *e = entry_add(l, mkid(model, stage), &added);
+		if (!added)
 			action_rec_free(&e->rec);
-		} else {
-			e->id = id;
-			l->n++;
-		}
 		e->rec = r;
 		e->touched = touched;
 	}
@@ -217,14 +192,7 @@ BuildLog *buildlog_open(const char *path)
 	if (access(path, F_OK) == 0 && read_file(path, &data, &len) == 0) {
 		if (parse(l, data, data + len) < 0) {
 			warn("ignoring corrupt build log '%s'", path);
-			for (size_t i = 0; i < l->cap; i++)
-				if (l->tab[i].id) {
-					free(l->tab[i].id);
-					action_rec_free(&l->tab[i].rec);
-				}
-			free(l->tab);
-			l->tab = NULL;
-			l->cap = l->n = 0;
+			entries_free(l);
 		}
 		free(data);
 	}
@@ -239,10 +207,8 @@ int buildlog_save(BuildLog *l)
 	StrBuf sb = {0};
 	char hex[HASH_HEX_LEN];
 	sb_puts(&sb, "quantmake-log 1\n");
-	for (size_t i = 0; i < l->cap; i++) {
-		LogEntry *e = &l->tab[i];
-		if (!e->id)
-			continue;
+	for (StrMapEnt *se = NULL; (se = strmap_next(&l->tab, se));) {
+		const LogEntry *e = se->v.p;
 		const ActionRec *r = &e->rec;
 		char *tab = strchr(e->id, '\t');
 		sb_printf(&sb, "a %.*s %s %s %lld %zu %zu %zu\n", (int)(tab - e->id), e->id, tab + 1,
@@ -270,12 +236,7 @@ void buildlog_close(BuildLog *l)
 {
 	if (!l)
 		return;
-	for (size_t i = 0; i < l->cap; i++)
-		if (l->tab[i].id) {
-			free(l->tab[i].id);
-			action_rec_free(&l->tab[i].rec);
-		}
-	free(l->tab);
+	entries_free(l);
 	free(l->path);
 	free(l);
 }

@@ -15,19 +15,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "strmap.h"
 #include "util.h"
 
 typedef struct Entry {
-	uint64_t dev, ino;
+	uint64_t id[2];      /* dev, ino: the entry's key in the table */
 	int64_t size, mtime, ctime;
 	Hash h;
-	int used;
 } Entry;
 
 struct StatCache {
 	char *path;
-	Entry *tab;
-	size_t cap, n;
+	StrMap tab;          /* (dev, ino) -> Entry * */
 	int dirty;
 	long reads;
 	pthread_mutex_t mu;
@@ -36,51 +35,29 @@ struct StatCache {
 static const char MAGIC[8] = "QMSTAT1\n";
 enum { RECSZ = 56 };
 
-static size_t slot(const StatCache *sc, uint64_t dev, uint64_t ino)
-{
-	uint64_t k = (dev * 0x9E3779B97F4A7C15ull) ^ (ino * 0xC2B2AE3D27D4EB4Full);
-	k ^= k >> 29;
-	return (size_t)k & (sc->cap - 1);
-}
-
+/* the entry of (dev, ino), or NULL; with create, a new one (zero but for
+ * its key) when there was none */
 static Entry *find(StatCache *sc, uint64_t dev, uint64_t ino, int create)
 {
-	if (create && (sc->n + 1) * 2 > sc->cap) {
-		Entry *old = sc->tab;
-		size_t oldcap = sc->cap;
-		sc->cap = sc->cap ? sc->cap * 2 : 1024;
-		sc->tab = xcalloc(sc->cap, sizeof *sc->tab);
-		sc->n = 0;
-		for (size_t i = 0; i < oldcap; i++)
-			if (old[i].used) {
-				Entry *e = find(sc, old[i].dev, old[i].ino, 1);
-				*e = old[i];
-				sc->n++;
-			}
-		free(old);
+	uint64_t id[2] = {dev, ino};
+	if (!create) {
+		const StrMapEnt *se = strmap_findb(&sc->tab, id, sizeof id);
+		return se ? se->v.p : NULL;
 	}
-	if (!sc->cap)
-		return NULL;
-	for (size_t i = slot(sc, dev, ino);; i = (i + 1) & (sc->cap - 1)) {
-		Entry *e = &sc->tab[i];
-		if (!e->used) {
-			if (!create)
-				return NULL;
-			e->dev = dev;
-			e->ino = ino;
-			return e;
-		}
-		if (e->dev == dev && e->ino == ino)
-			return e;
+	int added;
+	StrMapEnt *se = strmap_addb(&sc->tab, id, sizeof id, &added);
+	if (added) {
+		Entry *e = xcalloc(1, sizeof *e);
+		memcpy(e->id, id, sizeof id);
+		se->key = e->id;
+		se->v.p = e;
 	}
+	return se->v.p;
 }
 
 static void put_stat(StatCache *sc, const struct stat *st, Hash h)
 {
 	Entry *e = find(sc, (uint64_t)st->st_dev, (uint64_t)st->st_ino, 1);
-	if (!e->used)
-		sc->n++;
-	e->used = 1;
 	e->size = st->st_size;
 	e->mtime = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 	e->ctime = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
@@ -103,18 +80,14 @@ StatCache *statcache_open(const char *path)
 		return sc;
 	}
 	for (size_t off = 8; off < len; off += RECSZ) {
-		Entry r = {0};
-		memcpy(&r.dev, data + off, 8);
-		memcpy(&r.ino, data + off + 8, 8);
-		memcpy(&r.size, data + off + 16, 8);
-		memcpy(&r.mtime, data + off + 24, 8);
-		memcpy(&r.ctime, data + off + 32, 8);
-		memcpy(r.h.b, data + off + 40, 16);
-		r.used = 1;
-		Entry *e = find(sc, r.dev, r.ino, 1);
-		if (!e->used)
-			sc->n++;
-		*e = r;
+		uint64_t dev, ino;
+		memcpy(&dev, data + off, 8);
+		memcpy(&ino, data + off + 8, 8);
+		Entry *e = find(sc, dev, ino, 1);
+		memcpy(&e->size, data + off + 16, 8);
+		memcpy(&e->mtime, data + off + 24, 8);
+		memcpy(&e->ctime, data + off + 32, 8);
+		memcpy(e->h.b, data + off + 40, 16);
 	}
 	free(data);
 	return sc;
@@ -175,12 +148,10 @@ int statcache_save(StatCache *sc)
 		return 0;
 	StrBuf sb = {0};
 	sb_add(&sb, MAGIC, 8);
-	for (size_t i = 0; i < sc->cap; i++) {
-		Entry *e = &sc->tab[i];
-		if (!e->used)
-			continue;
-		sb_add(&sb, &e->dev, 8);
-		sb_add(&sb, &e->ino, 8);
+	for (StrMapEnt *se = NULL; (se = strmap_next(&sc->tab, se));) {
+		const Entry *e = se->v.p;
+		sb_add(&sb, &e->id[0], 8);
+		sb_add(&sb, &e->id[1], 8);
 		sb_add(&sb, &e->size, 8);
 		sb_add(&sb, &e->mtime, 8);
 		sb_add(&sb, &e->ctime, 8);
@@ -202,7 +173,9 @@ void statcache_close(StatCache *sc)
 	if (!sc)
 		return;
 	pthread_mutex_destroy(&sc->mu);
-	free(sc->tab);
+	for (StrMapEnt *se = NULL; (se = strmap_next(&sc->tab, se));)
+		free(se->v.p);
+	strmap_free(&sc->tab);
 	free(sc->path);
 	free(sc);
 }

@@ -13,7 +13,9 @@
 # layers inside are quantized (calibrated under the same CALL/name names),
 # no function is left, the quantized model runs in onnxruntime and in
 # `quantmake run` alike, and verify runs both models. Recursion and calls of functions the model does not define
-# are one clear error.
+# are one clear error. infer-shapes types the same calls, attribute
+# references in If branches of a body included (onnx's inference agrees),
+# and refuses a reference of the wrong type as the interpreter does.
 . "$(dirname "$0")/lib/common.sh"
 mktmp
 Q=$QUANTMAKE
@@ -102,6 +104,36 @@ model("fn_if", [iffn, sq], [
    [vi("y1", T.FLOAT, [2, 3]), vi("y2", T.FLOAT, [2, 3]), vi("y3", T.FLOAT, [2, 3]), vi("y4", T.FLOAT, [2, 3])],
    [nh.from_array(rng.standard_normal((2, 3)).astype(np.float32), "w"),
     nh.from_array(np.array(3, np.int64), "trip"), nh.from_array(np.array(0.1, np.float32), "tenth")])
+# attribute references inside subgraphs of a body that decide shapes:
+# Flatten's axis in both branches of an If and in an If nested in its else
+# branch; the first call gives ax, the second leaves the default (1)
+def flat(x, y, nm):
+    n = h.make_node("Flatten", [x], [y], name=nm); n.attribute.append(_ref("axis", "ax", F.INT)); return n
+in_then = h.make_graph([flat("X", "it", "in_then")], "in_then", [], [vi("it", T.FLOAT, None)])
+in_else = h.make_graph([h.make_node("Neg", ["X"], ["ng"], name="in_neg"), flat("ng", "ie", "in_else")],
+                       "in_else", [], [vi("ie", T.FLOAT, None)])
+rthen = h.make_graph([flat("X", "t", "then_flat")], "rthen", [], [vi("t", T.FLOAT, None)])
+relse = h.make_graph([h.make_node("If", ["D"], ["e"], then_branch=in_then, else_branch=in_else, name="inner_if")],
+                     "relse", [], [vi("e", T.FLOAT, None)])
+flatif = h.make_function("local", "FlatIf", ["X", "C", "D"], ["Y"], [
+    h.make_node("If", ["C"], ["f"], then_branch=rthen, else_branch=relse, name="outer_if"),
+    h.make_node("Relu", ["f"], ["Y"], name="relu")],
+    [h.make_opsetid("", 18)], attributes=["ax"], attribute_protos=[h.make_attribute("ax", 1)])
+model("fn_if_ref", [flatif], [
+    h.make_node("FlatIf", ["x", "c", "d"], ["y1"], domain="local", name="given", ax=2),
+    h.make_node("FlatIf", ["x", "nc", "d"], ["y2"], domain="local", name="defaulted"),
+    h.make_node("Not", ["c"], ["nc"], name="not"),
+], [vi("x", T.FLOAT, [2, 3, 4, 5]), vi("c", T.BOOL, []), vi("d", T.BOOL, [])],
+   [vi("y1", T.FLOAT, [6, 20]), vi("y2", T.FLOAT, [2, 60])])
+# refused: the caller gives an integer where the If branch's reference
+# declares a float
+bad_else = h.make_graph([en], "else", [], [vi("e", T.FLOAT, None)])
+badfn = h.make_function("local", "BadFn", ["X", "W", "C"], ["Y"], [
+    h.make_node("Sub", ["X", "W"], ["d"], name="d"),
+    h.make_node("If", ["C"], ["Y"], then_branch=then_g, else_branch=bad_else, name="if")],
+    [h.make_opsetid("", 18)], attributes=["slope"])
+model("fn_badref", [badfn], [h.make_node("BadFn", ["x", "x", "c"], ["y"], domain="local", name="call", slope=2)],
+      [vi("x", T.FLOAT, [2]), vi("c", T.BOOL, [])], [vi("y", T.FLOAT, [2])])
 # a body at opset 11 in a model at 18: ReduceSum's axes and Split's split
 # are attributes there (inputs since 13)
 old = h.make_function("local", "Old", ["X"], ["Y", "Z"], [
@@ -188,8 +220,37 @@ fi
 "$PY" "$TMPD/cmp.py" "$Q" "$M/fn_nested.onnx" "a function calling another, optional input and output left out"
 "$PY" "$TMPD/cmp.py" "$Q" "$M/fn_if.onnx" "an If inside a function; functions called from If and Loop bodies"
 "$PY" "$TMPD/cmp.py" "$Q" "$M/fn_old.onnx" "a body at opset 11 in an opset-18 model" "$M/fn_old_ref.onnx"
+"$PY" "$TMPD/cmp.py" "$Q" "$M/fn_if_ref.onnx" "attribute references in nested If branches of a body: given and defaulted"
 cp "$ROOT/tests/models/cnn_functions.onnx" "$M/"
 "$PY" "$TMPD/cmp.py" "$Q" "$M/cnn_functions.onnx" "cnn_functions (torch export with nested functions)"
+
+# ---- shape inference of the same calls, against onnx's ----
+# infer-shapes binds each call's attributes, in subgraphs of the body too,
+# as the interpreter does: every tensor typed, onnx's inference agrees
+# (tests/infer_crosscheck.py), and fn_if_ref's outputs have the shapes its
+# axis (given: 2, defaulted: 1) gives, which a dropped reference would not
+for nm in fn_attr fn_nested fn_if fn_if_ref; do
+	if ! "$PY" "$ROOT/tests/infer_crosscheck.py" STRIP "$M/$nm.onnx" "$TMPD/$nm.in.onnx" 2> "$TMPD/err"; then
+		fail "infer-shapes of $nm" "cannot strip: $(tail -n1 "$TMPD/err")"
+	elif ! "$Q" infer-shapes "$TMPD/$nm.in.onnx" "$TMPD/$nm.out.onnx" > "$TMPD/out" 2> "$TMPD/err"; then
+		fail "infer-shapes of $nm" "$(head -c 300 "$TMPD/err")"
+	elif ! grep -Eq ': ([0-9]+)/\1 tensors typed, \1 with a shape' "$TMPD/out"; then
+		fail "infer-shapes of $nm types and shapes every tensor" "$(cat "$TMPD/out")"
+	else
+		pass "infer-shapes of $nm types and shapes every tensor"
+		"$PY" "$ROOT/tests/infer_crosscheck.py" CHECK "$nm" "$TMPD/$nm.in.onnx" "$TMPD/$nm.out.onnx" | grep -v '^crosscheck '
+	fi
+done
+"$PY" - "$TMPD/fn_if_ref.out.onnx" <<'PYEOF'
+import sys, onnx
+name = "infer-shapes: attribute references in If branches of a body decide the calls' shapes"
+try:
+    m = onnx.load(sys.argv[1])
+    got = {o.name: [d.dim_value for d in o.type.tensor_type.shape.dim] for o in m.graph.output}
+except Exception as e:
+    print(f"FAIL: {name}: {str(e)[:200]}"); sys.exit(0)
+print(f"PASS: {name}" if got == {"y1": [6, 20], "y2": [2, 60]} else f"FAIL: {name}: {got}")
+PYEOF
 
 # ---- names inside calls ----
 "$PY" -c "import numpy as np; np.save('$TMPD/x25.npy', np.ones((2, 5), np.float32)); np.save('$TMPD/x2.npy', np.ones(2, np.float32))"
@@ -212,6 +273,14 @@ expect_err "a recursive function is one error naming the cycle" 1 \
 	"$Q" run "$M/fn_rec.onnx" -i "x=$TMPD/x2.npy"
 [ "$(wc -l < "$TMPD/.stderr")" -eq 1 ] && pass "the recursion error is one line" ||
 	fail "the recursion error is one line" "$(cat "$TMPD/.stderr")"
+bad="node 'call' \\(BadFn\\): function 'local.BadFn': node 'if' \\(If\\), attribute 'else_branch': node 'else_lr' \\(LeakyRelu\\): attribute 'alpha' refers to attribute 'slope' of function 'local.BadFn', which has another type than the reference declares$"
+"$PY" -c "import numpy as np; np.save('$TMPD/c.npy', np.array(False))"
+expect_err "a reference in an If branch of a body to an attribute of another type: run refuses it" 1 \
+	"^quantmake: .*$bad" "$Q" run "$M/fn_badref.onnx" -i "x=$TMPD/x2.npy" -i "c=$TMPD/c.npy"
+expect_err "the same reference: infer-shapes refuses it with the same words" 1 \
+	"^quantmake: .*$bad" "$Q" infer-shapes "$M/fn_badref.onnx" "$TMPD/bad.onnx"
+[ ! -e "$TMPD/bad.onnx" ] && pass "the refused inference writes nothing" ||
+	fail "the refused inference writes nothing" "$TMPD/bad.onnx exists"
 expect_err "a call of a function the model does not define is not supported" 1 \
 	"local.Nope-1 is not supported \(node 'nope'\)" "$Q" run "$M/fn_missing.onnx" -i "x=$TMPD/x2.npy"
 

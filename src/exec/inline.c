@@ -14,63 +14,8 @@
 
 #include "onnx/node.h"
 #include "ops/op.h"
+#include "strmap.h"
 #include "util.h"
-
-/* string → string, open addressing; keys and values are borrowed */
-typedef struct SMap {
-	const char **key, **val;
-	size_t cap, n;
-} SMap;
-
-static size_t shash(const char *s)
-{
-	size_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-static const char *smap_get(const SMap *m, const char *k)
-{
-	if (!m->cap)
-		return NULL;
-	for (size_t i = shash(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (!m->key[i])
-			return NULL;
-		if (!strcmp(m->key[i], k))
-			return m->val[i];
-	}
-}
-
-static void smap_put(SMap *m, const char *k, const char *v)
-{
-	if (2 * (m->n + 1) > m->cap) {
-		SMap nm = {0};
-		nm.cap = m->cap ? 2 * m->cap : 64;
-		nm.key = xcalloc(nm.cap, sizeof *nm.key);
-		nm.val = xcalloc(nm.cap, sizeof *nm.val);
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->key[i])
-				smap_put(&nm, m->key[i], m->val[i]);
-		free(m->key);
-		free(m->val);
-		*m = nm;
-	}
-	size_t i = shash(k) & (m->cap - 1);
-	while (m->key[i] && strcmp(m->key[i], k))
-		i = (i + 1) & (m->cap - 1);
-	if (!m->key[i])
-		m->n++;
-	m->key[i] = k;
-	m->val[i] = v;
-}
-
-static void smap_free(SMap *m)
-{
-	free(m->key);
-	free(m->val);
-	*m = (SMap){0};
-}
 
 /* a node copied from a function body, and that function */
 typedef struct Origin {
@@ -85,8 +30,8 @@ struct Inlined {
 	PtrVec unpacked;          /* attribute defaults (protobuf-c messages) */
 	Origin *org;              /* sorted by node once complete */
 	size_t norg, caporg;
-	SMap taken;               /* every value name of the model or made here */
-	SMap prefixes;            /* parts of taken names before a '/', and call prefixes */
+	StrMap taken;               /* every value name of the model or made here */
+	StrMap prefixes;            /* parts of taken names before a '/', and call prefixes */
 	int whole;                /* the recorded error needs no more context */
 };
 
@@ -102,7 +47,7 @@ typedef struct Call {
 /* names visible at one graph level of a body: body name → expanded name */
 typedef struct Scope {
 	const struct Scope *up;
-	SMap names;
+	StrMap names;
 } Scope;
 
 static void *amem(Inlined *in, size_t n, size_t sz)
@@ -158,13 +103,13 @@ static const char *fname(const Onnx__FunctionProto *f, char *buf, size_t size)
 
 static void take(Inlined *in, const char *name)
 {
-	smap_put(&in->taken, name, "");
+	strmap_add(&in->taken, name, NULL);
 	for (const char *p = strchr(name, '/'); p; p = strchr(p + 1, '/')) {
 		char *pre = xstrndup(name, (size_t)(p - name));
-		if (smap_get(&in->prefixes, pre))
+		if (strmap_find(&in->prefixes, pre))
 			free(pre);
 		else
-			smap_put(&in->prefixes, astr(in, pre), "");
+			strmap_add(&in->prefixes, astr(in, pre), NULL);
 	}
 }
 
@@ -211,18 +156,18 @@ static const char *call_prefix(Inlined *in, const Onnx__NodeProto *n, const Onnx
 {
 	const char *base = n->name && *n->name ? n->name : f->name ? f->name : "function";
 	char *p = xstrdup(base);
-	for (int k = 1; smap_get(&in->taken, p) || smap_get(&in->prefixes, p); k++) {
+	for (int k = 1; strmap_find(&in->taken, p) || strmap_find(&in->prefixes, p); k++) {
 		free(p);
 		p = xasprintf("%s_%d", base, k);
 	}
-	smap_put(&in->prefixes, astr(in, p), "");
+	strmap_add(&in->prefixes, astr(in, p), NULL);
 	return p;
 }
 
 static const char *scope_get(const Scope *sc, const char *name)
 {
 	for (; sc; sc = sc->up) {
-		const char *v = smap_get(&sc->names, name);
+		const char *v = strmap_get(&sc->names, name);
 		if (v)
 			return v;
 	}
@@ -427,16 +372,17 @@ static int rewrite_graph(Inlined *in, const Call *call, const Scope *sc, const O
 		/* its own values, renamed under the call's prefix */
 		for (size_t i = 0; i < g->n_input; i++)
 			if (g->input[i]->name && *g->input[i]->name)
-				smap_put(&sub.names, g->input[i]->name, scoped(in, call->prefix, g->input[i]->name));
+				strmap_put(&sub.names, g->input[i]->name,
+					   (char *)scoped(in, call->prefix, g->input[i]->name));
 		for (size_t i = 0; i < g->n_initializer; i++)
 			if (g->initializer[i]->name && *g->initializer[i]->name)
-				smap_put(&sub.names, g->initializer[i]->name,
-					 scoped(in, call->prefix, g->initializer[i]->name));
+				strmap_put(&sub.names, g->initializer[i]->name,
+					   (char *)scoped(in, call->prefix, g->initializer[i]->name));
 		for (size_t i = 0; i < g->n_node; i++)
 			for (size_t k = 0; k < g->node[i]->n_output; k++)
 				if (g->node[i]->output[k] && *g->node[i]->output[k])
-					smap_put(&sub.names, g->node[i]->output[k],
-						 scoped(in, call->prefix, g->node[i]->output[k]));
+					strmap_put(&sub.names, g->node[i]->output[k],
+						   (char *)scoped(in, call->prefix, g->node[i]->output[k]));
 	}
 	for (size_t i = 0; i < g->n_node; i++)
 		if (rewrite_node(in, call, call ? &sub : NULL, g->node[i], &nodes, &changed) < 0)
@@ -490,7 +436,7 @@ static int rewrite_graph(Inlined *in, const Call *call, const Scope *sc, const O
 	*out = ng;
 	r = 0;
 done:
-	smap_free(&sub.names);
+	strmap_free(&sub.names);
 	pv_free(&nodes);
 	return r;
 }
@@ -555,7 +501,7 @@ static int expand(Inlined *in, const Call *caller, const Onnx__NodeProto *n,
 			     f->n_output, n->n_input, n->n_output);
 	Call call = {.up = caller, .f = f, .node = n};
 	Scope top = {0};
-	SMap made = {0}, bound = {0};
+	StrMap made = {0}, bound = {0};
 	PtrVec idents = {0};
 	int r = -1;
 	call.prefix = call_prefix(in, n, f);
@@ -563,13 +509,13 @@ static int expand(Inlined *in, const Call *caller, const Onnx__NodeProto *n,
 	if (load_defaults(in, &call) < 0)
 		goto done;
 	for (size_t i = 0; i < f->n_input; i++)
-		smap_put(&top.names, f->input[i], i < n->n_input && n->input[i] ? n->input[i] : "");
+		strmap_put(&top.names, f->input[i], i < n->n_input && n->input[i] ? n->input[i] : "");
 	for (size_t i = 0; i < f->n_node; i++)
 		for (size_t k = 0; k < f->node[i]->n_output; k++) {
 			const char *nm = f->node[i]->output[k];
 			if (nm && *nm) {
-				smap_put(&top.names, nm, scoped(in, call.prefix, nm));
-				smap_put(&made, nm, "");
+				strmap_put(&top.names, nm, (char *)scoped(in, call.prefix, nm));
+				strmap_add(&made, nm, NULL);
 			}
 		}
 	/* the caller's outputs: the body computes each under the caller's
@@ -578,14 +524,14 @@ static int expand(Inlined *in, const Call *caller, const Onnx__NodeProto *n,
 		const char *act = n->output[k];
 		if (!act || !*act)
 			continue;
-		if (!smap_get(&top.names, f->output[k])) {
+		if (!strmap_find(&top.names, f->output[k])) {
 			error("function '%s': output '%s' is neither an input nor computed by its body",
 			      fname(f, fb, sizeof fb), f->output[k]);
 			goto done;
 		}
-		if (smap_get(&made, f->output[k]) && !smap_get(&bound, f->output[k])) {
-			smap_put(&top.names, f->output[k], act);
-			smap_put(&bound, f->output[k], "");
+		if (strmap_find(&made, f->output[k]) && !strmap_find(&bound, f->output[k])) {
+			strmap_put(&top.names, f->output[k], (char *)act);
+			strmap_add(&bound, f->output[k], NULL);
 		} else {
 			pv_push(&idents, (void *)(uintptr_t)k);
 		}
@@ -597,7 +543,7 @@ static int expand(Inlined *in, const Call *caller, const Onnx__NodeProto *n,
 	}
 	for (size_t i = 0; i < idents.n; i++) {
 		size_t k = (size_t)(uintptr_t)idents.v[i];
-		const char *from = smap_get(&top.names, f->output[k]);
+		const char *from = strmap_get(&top.names, f->output[k]);
 		if (!*from) {
 			error("function '%s': output '%s' is one of its inputs, which node '%s' leaves out",
 			      fname(f, fb, sizeof fb), f->output[k], node_label(n, lb, sizeof lb));
@@ -610,9 +556,9 @@ done:
 	if (r < 0 && !in->whole)
 		error_prefix("node '%s' (%s): function '%s'", node_label(n, lb, sizeof lb), n->op_type,
 			     fname(f, fb, sizeof fb));
-	smap_free(&top.names);
-	smap_free(&made);
-	smap_free(&bound);
+	strmap_free(&top.names);
+	strmap_free(&made);
+	strmap_free(&bound);
 	pv_free(&idents);
 	pv_free(&call.dflt);
 	return r;
@@ -638,8 +584,8 @@ int inline_functions(const Onnx__ModelProto *m, Inlined **out)
 		take_one(in, NULL, m->graph->output[i]->name);
 	const Onnx__GraphProto *g;
 	int r = rewrite_graph(in, NULL, NULL, m->graph, &g);
-	smap_free(&in->taken);
-	smap_free(&in->prefixes);
+	strmap_free(&in->taken);
+	strmap_free(&in->prefixes);
 	if (r < 0 || g == m->graph) {
 		inlined_free(in);
 		return r;
@@ -677,7 +623,7 @@ void inlined_free(Inlined *in)
 		onnx__attribute_proto__free_unpacked(in->unpacked.v[i], NULL);
 	pv_free(&in->unpacked);
 	free(in->org);
-	smap_free(&in->taken);
-	smap_free(&in->prefixes);
+	strmap_free(&in->taken);
+	strmap_free(&in->prefixes);
 	free(in);
 }

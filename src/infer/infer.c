@@ -12,87 +12,18 @@
 
 #include "infer/infer.h"
 #include "onnx/node.h"
+#include "strmap.h"
 #include "util.h"
 
-/* ---- string-keyed hash map (keys borrowed) ---- */
-
-typedef struct StrMap {
-	const char **key;
-	void **val;
-	size_t cap, n;
-} StrMap;
-
-static uint64_t hashstr(const char *s)
+/* free a map of names to ValueType * it owns */
+static void vtmap_free(StrMap *m)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-static void sm_init(StrMap *m, size_t hint)
-{
-	m->cap = 16;
-	while (m->cap < 2 * hint + 2)
-		m->cap *= 2;
-	m->key = xcalloc(m->cap, sizeof *m->key);
-	m->val = xcalloc(m->cap, sizeof *m->val);
-	m->n = 0;
-}
-
-static size_t sm_index(const StrMap *m, const char *k)
-{
-	size_t i = (size_t)hashstr(k) & (m->cap - 1);
-	while (m->key[i] && strcmp(m->key[i], k))
-		i = (i + 1) & (m->cap - 1);
-	return i;
-}
-
-static void *sm_get(const StrMap *m, const char *k)
-{
-	if (!m->cap)
-		return NULL;
-	size_t i = sm_index(m, k);
-	return m->key[i] ? m->val[i] : NULL;
-}
-
-/* insert or replace; returns the previous value (or NULL) */
-static void *sm_put(StrMap *m, const char *k, void *v)
-{
-	if (2 * (m->n + 1) > m->cap) {
-		StrMap o = *m;
-		sm_init(m, o.cap);
-		for (size_t i = 0; i < o.cap; i++)
-			if (o.key[i]) {
-				size_t j = sm_index(m, o.key[i]);
-				m->key[j] = o.key[i];
-				m->val[j] = o.val[i];
-				m->n++;
-			}
-		free(o.key);
-		free(o.val);
-	}
-	size_t i = sm_index(m, k);
-	void *old = m->key[i] ? m->val[i] : NULL;
-	if (!m->key[i])
-		m->n++;
-	m->key[i] = k;
-	m->val[i] = v;
-	return old;
-}
-
-/* free the map; values are ValueType * owned by the map when own is set */
-static void sm_free(StrMap *m, int own)
-{
-	if (own)
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->key[i] && m->val[i]) {
-				vt_clear(m->val[i]);
-				free(m->val[i]);
-			}
-	free(m->key);
-	free(m->val);
-	memset(m, 0, sizeof *m);
+	for (StrMapEnt *e = NULL; (e = strmap_next(m, e));)
+		if (e->v.p) {
+			vt_clear(e->v.p);
+			free(e->v.p);
+		}
+	strmap_free(m);
 }
 
 /* ---- state ---- */
@@ -138,7 +69,7 @@ static ValueType *vt_new(void)
 static const ValueType *scope_lookup(const Scope *sc, const char *name)
 {
 	for (; sc; sc = sc->parent) {
-		const ValueType *v = sm_get(&sc->names, name);
+		const ValueType *v = strmap_get(&sc->names, name);
 		if (v)
 			return v;
 	}
@@ -415,112 +346,204 @@ static const Onnx__FunctionProto *find_function(const InferState *st, const char
 	return NULL;
 }
 
-/* does g (or a graph nested in it) hold an attribute reference? */
-static int graph_has_attr_ref(const Onnx__GraphProto *g)
+static int graph_has_attr_ref(const Onnx__GraphProto *g);
+
+/* does n hold an attribute reference, itself or in a graph nested in it? */
+static int node_has_attr_ref(const Onnx__NodeProto *n)
 {
-	for (size_t i = 0; i < g->n_node; i++)
-		for (size_t j = 0; j < g->node[i]->n_attribute; j++) {
-			const Onnx__AttributeProto *a = g->node[i]->attribute[j];
-			if (a->ref_attr_name && *a->ref_attr_name)
+	for (size_t j = 0; j < n->n_attribute; j++) {
+		const Onnx__AttributeProto *a = n->attribute[j];
+		if (a->ref_attr_name && *a->ref_attr_name)
+			return 1;
+		if (a->g && graph_has_attr_ref(a->g))
+			return 1;
+		for (size_t k = 0; k < a->n_graphs; k++)
+			if (graph_has_attr_ref(a->graphs[k]))
 				return 1;
-			if (a->g && graph_has_attr_ref(a->g))
-				return 1;
-			for (size_t k = 0; k < a->n_graphs; k++)
-				if (graph_has_attr_ref(a->graphs[k]))
-					return 1;
-		}
+	}
 	return 0;
 }
 
-/* The default of function attribute name (see function_attr_defaults());
- * *out is NULL when there is none; the caller frees it. */
-static int function_attr_default(const Onnx__FunctionProto *f, const char *name,
-				 Onnx__AttributeProto **out)
+static int graph_has_attr_ref(const Onnx__GraphProto *g)
 {
-	*out = NULL;
-	PtrVec v = {0};
-	int r = function_attr_defaults(f, &v);
-	for (size_t i = 0; i < v.n; i++) {
-		Onnx__AttributeProto *a = v.v[i];
-		if (r == 0 && !*out && a->name && !strcmp(a->name, name))
-			*out = a;
-		else
-			onnx__attribute_proto__free_unpacked(a, NULL);
-	}
-	pv_free(&v);
-	return r;
+	for (size_t i = 0; i < g->n_node; i++)
+		if (node_has_attr_ref(g->node[i]))
+			return 1;
+	return 0;
 }
 
-/* Infer a call of model-local function f by node n: the body is inferred
- * as an isolated graph (no outer scope) with the caller's attributes
- * substituted for attribute references. */
+/* A function body bound to one call, as the interpreter expands it
+ * (src/exec/inline.c): every node holding an attribute reference, in the
+ * body or in a graph nested in it (If/Loop/Scan bodies), is a shallow copy
+ * with the caller's attribute, else the function's default, in the
+ * reference's place; a reference to neither is dropped, so the operator's
+ * own default applies. What holds no reference is the model's own. */
+typedef struct Binding {
+	const Onnx__NodeProto *call;
+	const Onnx__FunctionProto *f;
+	PtrVec dflt;            /* function_attr_defaults(), read on first use */
+	int loaded;
+	PtrVec mem;             /* the copies' blocks */
+	PtrVec graphs;          /* the copied graphs: their memos end with the call */
+} Binding;
+
+static void *bmem(Binding *b, size_t n, size_t size)
+{
+	void *p = xcalloc(n ? n : 1, size);
+	pv_push(&b->mem, p);
+	return p;
+}
+
+/* the call's value of attribute name (the caller's, else the default), or
+ * NULL in *out */
+static int bound_attr(Binding *b, const char *name, const Onnx__AttributeProto **out)
+{
+	*out = node_attr(b->call, name);
+	if (*out)
+		return 0;
+	if (!b->loaded) {
+		b->loaded = 1;
+		if (function_attr_defaults(b->f, &b->dflt) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < b->dflt.n; i++) {
+		const Onnx__AttributeProto *d = b->dflt.v[i];
+		if (d->name && !strcmp(d->name, name)) {
+			*out = d;
+			break;
+		}
+	}
+	return 0;
+}
+
+static int bind_graph(Binding *b, Onnx__GraphProto *g, Onnx__GraphProto **out);
+
+/* resolve reference a of node n into *out (NULL: dropped) */
+static int bind_ref(Binding *b, const Onnx__NodeProto *n, const Onnx__AttributeProto *a,
+		    Onnx__AttributeProto **out)
+{
+	char lb[256];
+	const Onnx__AttributeProto *act;
+	*out = NULL;
+	if (bound_attr(b, a->ref_attr_name, &act) < 0)
+		return -1;
+	if (!act)
+		return 0;
+	int graph = act->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH ||
+		    act->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS || act->g || act->n_graphs;
+	const char *bad = graph ? "is a graph: not supported"
+			  : a->has_type && a->type && act->has_type && act->type != a->type
+			  ? "has another type than the reference declares" : NULL;
+	if (bad)
+		return error("node '%s' (%s): attribute '%s' refers to attribute '%s' of function "
+			     "'%s%s%s', which %s", node_label(n, lb, sizeof lb), n->op_type,
+			     a->name ? a->name : "", a->ref_attr_name, b->f->domain ? b->f->domain : "",
+			     b->f->domain && *b->f->domain ? "." : "", b->f->name, bad);
+	Onnx__AttributeProto *s = bmem(b, 1, sizeof *s);
+	*s = *act;
+	s->name = a->name;
+	s->ref_attr_name = NULL;
+	*out = s;
+	return 0;
+}
+
+/* n as the call sees it: n itself, or a copy with its references resolved
+ * and its graphs holding some bound */
+static int bind_node(Binding *b, Onnx__NodeProto *n, Onnx__NodeProto **out)
+{
+	char lb[256];
+	*out = n;
+	if (!node_has_attr_ref(n))
+		return 0;
+	Onnx__AttributeProto **attrs = bmem(b, n->n_attribute, sizeof *attrs);
+	size_t k = 0;
+	for (size_t j = 0; j < n->n_attribute; j++) {
+		Onnx__AttributeProto *a = n->attribute[j], *s = a;
+		if (a->ref_attr_name && *a->ref_attr_name) {
+			if (bind_ref(b, n, a, &s) < 0)
+				return -1;
+		} else if (a->g || a->n_graphs) {
+			s = bmem(b, 1, sizeof *s);
+			*s = *a;
+			int r = a->g ? bind_graph(b, a->g, &s->g) : 0;
+			if (a->n_graphs)
+				s->graphs = bmem(b, a->n_graphs, sizeof *s->graphs);
+			for (size_t i = 0; i < a->n_graphs && r == 0; i++)
+				r = bind_graph(b, a->graphs[i], &s->graphs[i]);
+			if (r < 0)
+				return error_prefix("node '%s' (%s), attribute '%s'", node_label(n, lb, sizeof lb),
+						    n->op_type, a->name ? a->name : "");
+		}
+		if (s)
+			attrs[k++] = s;
+	}
+	Onnx__NodeProto *c = bmem(b, 1, sizeof *c);
+	*c = *n;
+	c->attribute = attrs;
+	c->n_attribute = k;
+	*out = c;
+	return 0;
+}
+
+static int bind_graph(Binding *b, Onnx__GraphProto *g, Onnx__GraphProto **out)
+{
+	*out = g;
+	if (!graph_has_attr_ref(g))
+		return 0;
+	Onnx__GraphProto *c = bmem(b, 1, sizeof *c);
+	*c = *g;
+	c->node = bmem(b, g->n_node, sizeof *c->node);
+	for (size_t i = 0; i < g->n_node; i++)
+		if (bind_node(b, g->node[i], &c->node[i]) < 0)
+			return -1;
+	pv_push(&b->graphs, c);
+	*out = c;
+	return 0;
+}
+
+static void binding_free(Binding *b)
+{
+	for (size_t i = 0; i < b->dflt.n; i++)
+		onnx__attribute_proto__free_unpacked(b->dflt.v[i], NULL);
+	pv_free(&b->dflt);
+	pv_free_all(&b->mem);
+	pv_free(&b->graphs);
+}
+
+/* forget the results of graph g, which is about to be freed */
+static void memo_drop(InferState *st, const Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < st->memos.n; i++) {
+		GraphMemo *gm = st->memos.v[i];
+		if (gm->g == g) {
+			memo_clear(gm);
+			free(gm);
+			st->memos.v[i] = st->memos.v[--st->memos.n];
+			return;
+		}
+	}
+}
+
+/* Infer a call of model-local function f by node n: the body, bound to
+ * the call, is inferred as an isolated graph (no outer scope). */
 static int infer_function(InferState *st, const Onnx__NodeProto *n, const Onnx__FunctionProto *f,
 			  const ValueType *const *in, ValueType *outv)
 {
 	char lb[256];
 	size_t nn = f->n_node;
-	Onnx__NodeProto *copies = xcalloc(nn ? nn : 1, sizeof *copies);
+	Binding b = {.call = n, .f = f};
 	Onnx__NodeProto **nodes = xcalloc(nn ? nn : 1, sizeof *nodes);
-	PtrVec owned = {0}, defaults = {0};
 	Onnx__ValueInfoProto *vin = xcalloc(f->n_input ? f->n_input : 1, sizeof *vin);
 	Onnx__ValueInfoProto **pin = xcalloc(f->n_input ? f->n_input : 1, sizeof *pin);
 	Onnx__ValueInfoProto *vout = xcalloc(f->n_output ? f->n_output : 1, sizeof *vout);
 	Onnx__ValueInfoProto **pout = xcalloc(f->n_output ? f->n_output : 1, sizeof *pout);
 	const ValueType **bin = xcalloc(f->n_input ? f->n_input : 1, sizeof *bin);
 	StrMap absent = {0};
-	int rc = -1;
-	sm_init(&absent, f->n_input);
+	int rc = -1, r = -1;
+	strmap_reserve(&absent, f->n_input);
 	if (st->depth >= 64) {
 		op_error(n, "functions nested more than 64 deep");
 		goto out;
-	}
-	for (size_t i = 0; i < nn; i++) {
-		const Onnx__NodeProto *b = f->node[i];
-		copies[i] = *b;
-		nodes[i] = &copies[i];
-		for (size_t j = 0; j < b->n_attribute; j++) {
-			const Onnx__AttributeProto *a = b->attribute[j];
-			if ((a->g && graph_has_attr_ref(a->g)) || (a->n_graphs && a->graphs[0] &&
-								  graph_has_attr_ref(a->graphs[0]))) {
-				op_error(n, "function '%s': attribute references inside subgraphs "
-					    "of its body are not supported", f->name);
-				goto out;
-			}
-		}
-		int refs = 0;
-		for (size_t j = 0; j < b->n_attribute; j++)
-			refs += b->attribute[j]->ref_attr_name && *b->attribute[j]->ref_attr_name;
-		if (!refs)
-			continue;
-		Onnx__AttributeProto **attrs = xcalloc(b->n_attribute, sizeof *attrs);
-		Onnx__AttributeProto *subst = xcalloc(b->n_attribute, sizeof *subst);
-		pv_push(&owned, attrs);
-		pv_push(&owned, subst);
-		size_t k = 0;
-		for (size_t j = 0; j < b->n_attribute; j++) {
-			Onnx__AttributeProto *a = b->attribute[j];
-			if (!a->ref_attr_name || !*a->ref_attr_name) {
-				attrs[k++] = a;
-				continue;
-			}
-			const Onnx__AttributeProto *actual = node_attr(n, a->ref_attr_name);
-			Onnx__AttributeProto *dflt = NULL;
-			if (!actual) {
-				if (function_attr_default(f, a->ref_attr_name, &dflt) < 0)
-					goto out;
-				if (dflt)
-					pv_push(&defaults, dflt);
-				actual = dflt;
-			}
-			if (!actual)
-				continue; /* not given: the body op's own default applies */
-			subst[j] = *actual;
-			subst[j].name = a->name;
-			subst[j].ref_attr_name = NULL;
-			attrs[k++] = &subst[j];
-		}
-		copies[i].attribute = attrs;
-		copies[i].n_attribute = k;
 	}
 	/* bind the inputs the caller gave; the rest are absent */
 	size_t nbound = 0;
@@ -531,7 +554,7 @@ static int infer_function(InferState *st, const Onnx__NodeProto *n, const Onnx__
 			pin[nbound] = &vin[nbound];
 			bin[nbound++] = in[i];
 		} else
-			sm_put(&absent, f->input[i], (void *)1);
+			strmap_add(&absent, f->input[i], NULL);
 	}
 	size_t nout = f->n_output < n->n_output ? f->n_output : n->n_output;
 	for (size_t i = 0; i < nout; i++) {
@@ -548,28 +571,27 @@ static int infer_function(InferState *st, const Onnx__NodeProto *n, const Onnx__
 	g.input = pin;
 	g.n_output = nout;
 	g.output = pout;
-	Scope *saved = st->scope;
-	const Onnx__FunctionProto *savedfn = st->fn;
-	StrMap *savedabs = st->fn_absent;
-	st->scope = NULL;
-	st->fn = f;
-	st->fn_absent = &absent;
-	st->depth++;
-	int r = infer_graph(st, &g, nbound, bin, 0, outv, nout);
-	st->depth--;
-	st->scope = saved;
-	st->fn = savedfn;
-	st->fn_absent = savedabs;
-	/* the temporary graph is gone after this call: forget its results */
-	for (size_t i = 0; i < st->memos.n; i++) {
-		GraphMemo *gm = st->memos.v[i];
-		if (gm->g == &g) {
-			memo_clear(gm);
-			free(gm);
-			st->memos.v[i] = st->memos.v[--st->memos.n];
-			break;
-		}
+	size_t nb = 0;
+	while (nb < nn && bind_node(&b, f->node[nb], &nodes[nb]) == 0)
+		nb++;
+	if (nb == nn) {
+		Scope *saved = st->scope;
+		const Onnx__FunctionProto *savedfn = st->fn;
+		StrMap *savedabs = st->fn_absent;
+		st->scope = NULL;
+		st->fn = f;
+		st->fn_absent = &absent;
+		st->depth++;
+		r = infer_graph(st, &g, nbound, bin, 0, outv, nout);
+		st->depth--;
+		st->scope = saved;
+		st->fn = savedfn;
+		st->fn_absent = savedabs;
 	}
+	/* the temporary graphs are gone after this call: forget their results */
+	memo_drop(st, &g);
+	for (size_t i = 0; i < b.graphs.n; i++)
+		memo_drop(st, b.graphs.v[i]);
 	if (r < 0) {
 		error_prefix("node '%s' (%s): function '%s%s%s'", node_label(n, lb, sizeof lb),
 			     n->op_type, f->domain ? f->domain : "", f->domain && *f->domain ? "." : "",
@@ -578,14 +600,8 @@ static int infer_function(InferState *st, const Onnx__NodeProto *n, const Onnx__
 	}
 	rc = 0;
 out:
-	for (size_t i = 0; i < owned.n; i++)
-		free(owned.v[i]);
-	for (size_t i = 0; i < defaults.n; i++)
-		onnx__attribute_proto__free_unpacked(defaults.v[i], NULL);
-	pv_free(&owned);
-	pv_free(&defaults);
-	sm_free(&absent, 0);
-	free(copies);
+	binding_free(&b);
+	strmap_free(&absent);
 	free(nodes);
 	free(vin);
 	free(pin);
@@ -616,7 +632,7 @@ static int infer_node(InferState *st, const Onnx__NodeProto *n, const StrMap *de
 		if (!nm)
 			continue;
 		if (!(in[i] = scope_lookup(st->scope, nm))) {
-			if (st->fn_absent && sm_get(st->fn_absent, nm))
+			if (st->fn_absent && strmap_find(st->fn_absent, nm))
 				continue; /* a function input the caller left out */
 			op_error(n, "input '%s' refers to no tensor", nm);
 			goto out;
@@ -657,15 +673,16 @@ static int infer_node(InferState *st, const Onnx__NodeProto *n, const StrMap *de
 		const char *nm = n->output[i];
 		if (!nm || !*nm)
 			continue;
-		if (sm_get(&st->scope->names, nm)) {
+		int added;
+		StrMapEnt *e = strmap_add(&st->scope->names, nm, &added);
+		if (!added) {
 			op_error(n, "output '%s' is already defined in this graph "
 				    "(by another node, an input or an initializer)", nm);
 			goto out;
 		}
-		ValueType *v = vt_new();
-		if (vt_merge(sm_get(decl, nm), &outv[i], v) < 0) {
-			vt_clear(v);
-			free(v);
+		/* the scope owns v from here, on failure too (the pass stops) */
+		ValueType *v = e->v.p = vt_new();
+		if (vt_merge(strmap_get(decl, nm), &outv[i], v) < 0) {
 			error_prefix("node '%s' (%s): tensor '%s'", node_label(n, lb, sizeof lb),
 				     n->op_type, nm);
 			goto out;
@@ -673,7 +690,6 @@ static int infer_node(InferState *st, const Onnx__NodeProto *n, const StrMap *de
 		name_unknowns(st, v);
 		if (st->o.trace)
 			trace_output(st->o.trace, n, nm, v);
-		sm_put(&st->scope->names, nm, v);
 	}
 	rc = 0;
 out:
@@ -725,7 +741,8 @@ static void node_reads(const Onnx__NodeProto *n, PtrVec *names)
 static int topo_order(const Onnx__GraphProto *g, size_t **order)
 {
 	size_t nn = g->n_node, nedge = 0;
-	StrMap prod = {0}, defined = {0};
+	StrMap prod = {0}, defined = {0};   /* prod: output name -> its node's index */
+	StrMapEnt *pe;
 	PtrVec names = {0};
 	size_t *indeg = xcalloc(nn + 1, sizeof *indeg);
 	size_t *start = xcalloc(nn + 2, sizeof *start);
@@ -733,29 +750,32 @@ static int topo_order(const Onnx__GraphProto *g, size_t **order)
 	size_t *ord = xcalloc(nn + 1, sizeof *ord);
 	char lb[256], lb2[256];
 	int rc = -1;
-	sm_init(&prod, nn);
-	sm_init(&defined, g->n_input + g->n_initializer);
+	strmap_reserve(&prod, nn);
+	strmap_reserve(&defined, g->n_input + g->n_initializer);
 	/* graph inputs and initializers: defined, produced by no node */
 	for (size_t i = 0; i < g->n_input; i++)
 		if (g->input[i]->name)
-			sm_put(&defined, g->input[i]->name, (void *)1);
+			strmap_add(&defined, g->input[i]->name, NULL);
 	for (size_t i = 0; i < g->n_initializer; i++)
 		if (g->initializer[i]->name)
-			sm_put(&defined, g->initializer[i]->name, (void *)1);
+			strmap_add(&defined, g->initializer[i]->name, NULL);
 	for (size_t i = 0; i < nn; i++) {
 		const Onnx__NodeProto *n = g->node[i];
 		for (size_t j = 0; j < n->n_output; j++) {
 			const char *o = n->output[j];
 			if (!o || !*o)
 				continue;
-			if (sm_get(&defined, o)) {
+			if (strmap_find(&defined, o)) {
 				error("graph '%s': node '%s' (%s): output '%s' redefines a graph input or "
 				      "initializer", graph_name(g), node_label(n, lb, sizeof lb), n->op_type, o);
 				goto out;
 			}
-			void *prev = sm_put(&prod, o, (void *)(uintptr_t)(i + 1));
-			if (prev) {
-				size_t p = (uintptr_t)prev - 1;
+			int added;
+			pe = strmap_add(&prod, o, &added);
+			if (added) {
+				pe->v.u = i;
+			} else {
+				size_t p = (size_t)pe->v.u;
 				error("graph '%s': tensor '%s' is produced by two nodes, '%s' (%s) and '%s' (%s)",
 				      graph_name(g), o, node_label(g->node[p], lb, sizeof lb),
 				      g->node[p]->op_type, node_label(n, lb2, sizeof lb2), n->op_type);
@@ -767,9 +787,8 @@ static int topo_order(const Onnx__GraphProto *g, size_t **order)
 	for (size_t i = 0; i < nn; i++) {
 		node_reads(g->node[i], &names);
 		for (size_t k = 0; k < names.n; k++)
-			if (sm_get(&prod, names.v[k])) {
-				size_t p = (uintptr_t)sm_get(&prod, names.v[k]) - 1;
-				start[p + 1]++;
+			if ((pe = strmap_find(&prod, names.v[k]))) {
+				start[pe->v.u + 1]++;
 				indeg[i]++;
 				nedge++;
 			}
@@ -781,10 +800,8 @@ static int topo_order(const Onnx__GraphProto *g, size_t **order)
 	for (size_t i = 0; i < nn; i++) {
 		node_reads(g->node[i], &names);
 		for (size_t k = 0; k < names.n; k++)
-			if (sm_get(&prod, names.v[k])) {
-				size_t p = (uintptr_t)sm_get(&prod, names.v[k]) - 1;
-				edge[start[p] + fill[p]++] = i;
-			}
+			if ((pe = strmap_find(&prod, names.v[k])))
+				edge[start[pe->v.u] + fill[pe->v.u]++] = i;
 	}
 	size_t head = 0, tail = 0;
 	for (size_t i = 0; i < nn; i++)
@@ -805,9 +822,8 @@ static int topo_order(const Onnx__GraphProto *g, size_t **order)
 		for (size_t step = 0; step <= nn; step++) {
 			node_reads(g->node[cur], &names);
 			for (size_t k = 0; k < names.n; k++) {
-				void *pv = sm_get(&prod, names.v[k]);
-				if (pv && indeg[(uintptr_t)pv - 1]) {
-					cur = (uintptr_t)pv - 1;
+				if ((pe = strmap_find(&prod, names.v[k])) && indeg[pe->v.u]) {
+					cur = (size_t)pe->v.u;
 					via = names.v[k];
 					break;
 				}
@@ -821,8 +837,8 @@ static int topo_order(const Onnx__GraphProto *g, size_t **order)
 	ord = NULL;
 	rc = 0;
 out:
-	sm_free(&prod, 0);
-	sm_free(&defined, 0);
+	strmap_free(&prod);
+	strmap_free(&defined);
 	pv_free(&names);
 	free(indeg);
 	free(start);
@@ -871,7 +887,7 @@ static int add_inputs(InferState *st, const Onnx__GraphProto *g, size_t nin,
 		const Onnx__ValueInfoProto *vi = g->input[i];
 		if (!vi->name || !*vi->name)
 			return error("graph '%s': input %zu has no name", graph_name(g), i);
-		if (sm_get(&sc->names, vi->name))
+		if (strmap_get(&sc->names, vi->name))
 			return error("graph '%s': input '%s' is declared twice", graph_name(g), vi->name);
 		ValueType d = {0}, *v = vt_new();
 		d.rank = -1;
@@ -891,7 +907,7 @@ static int add_inputs(InferState *st, const Onnx__GraphProto *g, size_t nin,
 			return -1;
 		}
 		name_unknowns(st, v);
-		sm_put(&sc->names, vi->name, v);
+		strmap_put(&sc->names, vi->name, v);
 	}
 	/* An initializer that is also an input is a default the caller may
 	 * override; like onnx's reference inference, its value still feeds
@@ -900,7 +916,7 @@ static int add_inputs(InferState *st, const Onnx__GraphProto *g, size_t nin,
 		const Onnx__TensorProto *p = g->initializer[i];
 		if (!p->name || !*p->name)
 			return error("graph '%s': initializer %zu has no name", graph_name(g), i);
-		ValueType *v = sm_get(&sc->names, p->name), t = {0};
+		ValueType *v = strmap_get(&sc->names, p->name), t = {0};
 		t.rank = -1;
 		if (init_type(st, p, &t, 1) < 0) {
 			vt_clear(&t);
@@ -922,7 +938,7 @@ static int add_inputs(InferState *st, const Onnx__GraphProto *g, size_t nin,
 		}
 		v = vt_new();
 		*v = t;
-		sm_put(&sc->names, p->name, v);
+		strmap_put(&sc->names, p->name, v);
 	}
 	for (size_t i = 0; i < g->n_sparse_initializer; i++) {
 		const Onnx__SparseTensorProto *sp = g->sparse_initializer[i];
@@ -932,13 +948,13 @@ static int add_inputs(InferState *st, const Onnx__GraphProto *g, size_t nin,
 		if (sp->n_dims > QM_MAX_RANK)
 			return error("graph '%s': sparse initializer '%s': rank %zu exceeds %d",
 				     graph_name(g), vals->name, sp->n_dims, QM_MAX_RANK);
-		if (sm_get(&sc->names, vals->name))
+		if (strmap_get(&sc->names, vals->name))
 			continue;
 		ValueType *v = vt_new();
 		vt_set_tensor(v, vals->has_data_type ? vals->data_type : 0, (int)sp->n_dims);
 		for (size_t d = 0; d < sp->n_dims; d++)
 			v->dims[d].v = sp->dims[d];
-		sm_put(&sc->names, vals->name, v);
+		strmap_put(&sc->names, vals->name, v);
 	}
 	return 0;
 }
@@ -946,7 +962,7 @@ static int add_inputs(InferState *st, const Onnx__GraphProto *g, size_t nin,
 /* declared types of g's value_info and outputs, name -> ValueType * */
 static int read_declared(InferState *st, const Onnx__GraphProto *g, StrMap *decl)
 {
-	sm_init(decl, g->n_value_info + g->n_output);
+	strmap_reserve(decl, g->n_value_info + g->n_output);
 	for (size_t k = 0; k < 2; k++) {
 		size_t n = k ? g->n_output : g->n_value_info;
 		Onnx__ValueInfoProto **vis = k ? g->output : g->value_info;
@@ -963,7 +979,7 @@ static int read_declared(InferState *st, const Onnx__GraphProto *g, StrMap *decl
 				free(v);
 				return -1;
 			}
-			ValueType *old = sm_get(decl, vi->name);
+			ValueType *old = strmap_get(decl, vi->name);
 			if (old) {
 				ValueType merged = {0};
 				merged.rank = -1;
@@ -979,7 +995,7 @@ static int read_declared(InferState *st, const Onnx__GraphProto *g, StrMap *decl
 				free(v);
 				continue;
 			}
-			sm_put(decl, vi->name, v);
+			strmap_put(decl, vi->name, v);
 		}
 	}
 	return 0;
@@ -997,7 +1013,7 @@ static int infer_graph(InferState *st, const Onnx__GraphProto *g, size_t nin,
 	size_t nnames = g->n_input + g->n_initializer + g->n_sparse_initializer;
 	for (size_t i = 0; i < g->n_node; i++)
 		nnames += g->node[i]->n_output;
-	sm_init(&sc.names, nnames);
+	strmap_reserve(&sc.names, nnames);
 	st->scope = &sc;
 	if (read_declared(st, g, &decl) < 0 || add_inputs(st, g, nin, in, is_main) < 0)
 		goto out;
@@ -1018,7 +1034,7 @@ static int infer_graph(InferState *st, const Onnx__GraphProto *g, size_t nin,
 			      vo->name ? vo->name : "");
 			goto out;
 		}
-		if (vt_merge(sm_get(&decl, vo->name), v, &gm->out[i]) < 0) {
+		if (vt_merge(strmap_get(&decl, vo->name), v, &gm->out[i]) < 0) {
 			error_prefix("graph '%s': output '%s'", graph_name(g), vo->name);
 			goto out;
 		}
@@ -1043,7 +1059,7 @@ static int infer_graph(InferState *st, const Onnx__GraphProto *g, size_t nin,
 			const char *o = g->node[i]->output[j];
 			if (!o || !*o)
 				continue;
-			ValueType *v = sm_get(&sc.names, o);
+			ValueType *v = strmap_get(&sc.names, o);
 			gm->name[k] = o;
 			gm->node[k] = g->node[i];
 			gm->vt[k] = *v;   /* move; the scope entry is emptied below */
@@ -1062,8 +1078,8 @@ static int infer_graph(InferState *st, const Onnx__GraphProto *g, size_t nin,
 	rc = 0;
 out:
 	st->scope = sc.parent;
-	sm_free(&sc.names, 1);
-	sm_free(&decl, 1);
+	vtmap_free(&sc.names);
+	vtmap_free(&decl);
 	free(order);
 	return rc;
 }
@@ -1114,22 +1130,26 @@ static void commit_graph(GraphMemo *gm)
 	Onnx__GraphProto *g = (Onnx__GraphProto *)gm->g;
 	StrMap orig = {0};
 	char *used = xcalloc(g->n_value_info + 1, 1);
-	sm_init(&orig, g->n_value_info);
+	strmap_reserve(&orig, g->n_value_info);
 	for (size_t i = 0; i < g->n_value_info; i++)
-		if (g->value_info[i]->name && !sm_get(&orig, g->value_info[i]->name))
-			sm_put(&orig, g->value_info[i]->name, (void *)(uintptr_t)(i + 1));
+		if (g->value_info[i]->name) {
+			int added;
+			StrMapEnt *e = strmap_add(&orig, g->value_info[i]->name, &added);
+			if (added)
+				e->v.u = i;
+		}
 	Onnx__ValueInfoProto **nv = xcalloc(gm->n + g->n_value_info + 1, sizeof *nv);
 	size_t k = 0;
 	for (size_t i = 0; i < gm->n; i++) {
 		const char *nm = gm->name[i];
 		if (gm->vt[i].kind == VT_UNKNOWN || is_output(g, nm))
 			continue;
-		void *idx = sm_get(&orig, nm);
+		const StrMapEnt *e = strmap_find(&orig, nm);
 		Onnx__ValueInfoProto *vi;
-		if (idx) {
+		if (e) {
 			/* reuse the annotation (keeps its doc_string), with the merged type */
-			used[(uintptr_t)idx - 1] = 1;
-			vi = g->value_info[(uintptr_t)idx - 1];
+			used[e->v.u] = 1;
+			vi = g->value_info[e->v.u];
 			onnx__type_proto__free_unpacked(vi->type, NULL);
 		} else {
 			vi = xmalloc(sizeof *vi);
@@ -1145,7 +1165,7 @@ static void commit_graph(GraphMemo *gm)
 	free(g->value_info);
 	g->value_info = nv;
 	g->n_value_info = k;
-	sm_free(&orig, 0);
+	strmap_free(&orig);
 	free(used);
 	for (size_t i = 0; i < g->n_output; i++) {
 		Onnx__ValueInfoProto *vo = g->output[i];

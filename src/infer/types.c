@@ -6,73 +6,33 @@
 #include <string.h>
 
 #include "infer/infer.h"
+#include "strmap.h"
 #include "util.h"
 
-/* Open-addressing set of malloc'd strings; cap is a power of two. */
+/* interned names: keys are malloc'd copies the table owns */
 struct SymTab {
-	char **slot;
-	size_t cap, n;
+	StrMap names;
 	uint64_t next_unk;
 };
 
-static uint64_t strhash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
 SymTab *symtab_new(void)
 {
-	SymTab *s = xcalloc(1, sizeof *s);
-	s->cap = 64;
-	s->slot = xcalloc(s->cap, sizeof *s->slot);
-	return s;
+	return xcalloc(1, sizeof(SymTab));
 }
 
 void symtab_free(SymTab *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->cap; i++)
-		free(s->slot[i]);
-	free(s->slot);
+	strmap_free_keys(&s->names);
 	free(s);
-}
-
-static char **sym_slot(SymTab *s, const char *name)
-{
-	size_t i = (size_t)strhash(name) & (s->cap - 1);
-	while (s->slot[i] && strcmp(s->slot[i], name))
-		i = (i + 1) & (s->cap - 1);
-	return &s->slot[i];
-}
-
-static int sym_has(SymTab *s, const char *name)
-{
-	return *sym_slot(s, name) != NULL;
 }
 
 const char *sym_intern(SymTab *s, const char *name)
 {
-	char **p = sym_slot(s, name);
-	if (*p)
-		return *p;
-	if (2 * (s->n + 1) > s->cap) {
-		char **old = s->slot;
-		size_t ocap = s->cap;
-		s->cap *= 2;
-		s->slot = xcalloc(s->cap, sizeof *s->slot);
-		for (size_t i = 0; i < ocap; i++)
-			if (old[i])
-				*sym_slot(s, old[i]) = old[i];
-		free(old);
-		p = sym_slot(s, name);
-	}
-	*p = xstrdup(name);
-	s->n++;
-	return *p;
+	int added;
+	StrMapEnt *e = strmap_add(&s->names, name, &added);
+	return added ? strmap_own_key(e) : e->key;
 }
 
 const char *sym_fresh(SymTab *s)
@@ -80,7 +40,7 @@ const char *sym_fresh(SymTab *s)
 	char buf[32];
 	do
 		snprintf(buf, sizeof buf, "unk__%" PRIu64, s->next_unk++);
-	while (sym_has(s, buf));
+	while (strmap_find(&s->names, buf));
 	return sym_intern(s, buf);
 }
 

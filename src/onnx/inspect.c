@@ -17,62 +17,17 @@
 #include "commands.h"
 #include "onnx/extdata.h"
 #include "onnx/model.h"
+#include "strmap.h"
 #include "util.h"
 
 /* how many untyped intermediate names the text output shows */
 #define SHOW_UNTYPED 5
 
-/* ---- a set of borrowed strings (open addressing) ---- */
-
-typedef struct StrSet {
-	const char **v;
-	size_t n, cap;
-} StrSet;
-
-static uint64_t str_hash(const char *s)
+/* add a name (borrowed) to a set; NULL and "" are no names */
+static void set_add(StrMap *s, const char *k)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-static int set_has(const StrSet *s, const char *k)
-{
-	if (!s->cap)
-		return 0;
-	for (size_t i = str_hash(k) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
-		if (!s->v[i])
-			return 0;
-		if (!strcmp(s->v[i], k))
-			return 1;
-	}
-}
-
-static void set_add(StrSet *s, const char *k)
-{
-	if (!k || !*k || set_has(s, k))
-		return;
-	if (2 * (s->n + 1) > s->cap) {
-		StrSet t = {.cap = s->cap ? 2 * s->cap : 64};
-		t.v = xcalloc(t.cap, sizeof *t.v);
-		for (size_t i = 0; i < s->cap; i++)
-			if (s->v[i])
-				set_add(&t, s->v[i]);
-		free(s->v);
-		*s = t;
-	}
-	size_t i = str_hash(k) & (s->cap - 1);
-	while (s->v[i])
-		i = (i + 1) & (s->cap - 1);
-	s->v[i] = k;
-	s->n++;
-}
-
-static void set_free(StrSet *s)
-{
-	free(s->v);
-	memset(s, 0, sizeof *s);
+	if (k && *k)
+		strmap_add(s, k, NULL);
 }
 
 /* ---- the summary ---- */
@@ -224,7 +179,7 @@ static void walk_graph(Summary *s, const Onnx__GraphProto *g, int depth)
 		add_tensor(s, g->initializer[i]);
 	for (size_t i = 0; i < g->n_sparse_initializer; i++)
 		add_tensor(s, g->sparse_initializer[i]->values);
-	StrSet outs = {0}, typed = {0};
+	StrMap outs = {0}, typed = {0};
 	for (size_t i = 0; i < g->n_output; i++)
 		set_add(&outs, g->output[i]->name);
 	for (size_t i = 0; i < g->n_value_info; i++)
@@ -240,10 +195,10 @@ static void walk_graph(Summary *s, const Onnx__GraphProto *g, int depth)
 			add_constant(s, n);
 		for (size_t j = 0; j < n->n_output; j++) {
 			const char *o = n->output[j];
-			if (!o || !*o || set_has(&outs, o))
+			if (!o || !*o || strmap_find(&outs, o))
 				continue;
 			s->intermediates++;
-			if (!set_has(&typed, o))
+			if (!strmap_find(&typed, o))
 				pv_push(&s->untyped, (void *)o);
 		}
 		for (size_t j = 0; j < n->n_attribute; j++) {
@@ -254,8 +209,8 @@ static void walk_graph(Summary *s, const Onnx__GraphProto *g, int depth)
 				walk_graph(s, a->graphs[k], depth + 1);
 		}
 	}
-	set_free(&outs);
-	set_free(&typed);
+	strmap_free(&outs);
+	strmap_free(&typed);
 }
 
 static void summary_free(Summary *s)
@@ -453,16 +408,16 @@ static void print_text(const char *path, const Model *m, Summary *s)
 	printf("%s\n", p->n_opset_import ? "" : " (none)");
 	if (g->name && *g->name)
 		printf("graph: %s\n", g->name);
-	StrSet inits = {0};
+	StrMap inits = {0};
 	for (size_t i = 0; i < g->n_initializer; i++)
 		set_add(&inits, g->initializer[i]->name);
 	StrBuf sb = {0};
 	size_t nin = 0;
 	for (size_t i = 0; i < g->n_input; i++)
-		nin += !set_has(&inits, g->input[i]->name ? g->input[i]->name : "");
+		nin += !strmap_find(&inits, g->input[i]->name ? g->input[i]->name : "");
 	printf("inputs: %zu\n", nin);
 	for (size_t i = 0; i < g->n_input; i++) {
-		if (set_has(&inits, g->input[i]->name ? g->input[i]->name : ""))
+		if (strmap_find(&inits, g->input[i]->name ? g->input[i]->name : ""))
 			continue;
 		sb_reset(&sb);
 		type_text(&sb, g->input[i]->type);
@@ -475,7 +430,7 @@ static void print_text(const char *path, const Model *m, Summary *s)
 		printf("  %s: %s\n", g->output[i]->name ? g->output[i]->name : "", sb.buf);
 	}
 	sb_release(&sb);
-	set_free(&inits);
+	strmap_free(&inits);
 	printf("nodes: %zu", s->nodes);
 	if (s->subgraphs)
 		printf(" (%zu in %zu subgraph%s)", s->subnodes, s->subgraphs, s->subgraphs == 1 ? "" : "s");
@@ -549,16 +504,16 @@ static json_t *summary_json(const char *path, const Model *m, Summary *s)
 	}
 	json_object_set_new(o, "opset_import", ops);
 	json_object_set_new(o, "graph", jstr(g->name ? g->name : ""));
-	StrSet inits = {0};
+	StrMap inits = {0};
 	for (size_t i = 0; i < g->n_initializer; i++)
 		set_add(&inits, g->initializer[i]->name);
 	json_t *in = json_array(), *out = json_array();
 	for (size_t i = 0; i < g->n_input; i++)
-		if (!set_has(&inits, g->input[i]->name ? g->input[i]->name : ""))
+		if (!strmap_find(&inits, g->input[i]->name ? g->input[i]->name : ""))
 			json_array_append_new(in, value_json(g->input[i]));
 	for (size_t i = 0; i < g->n_output; i++)
 		json_array_append_new(out, value_json(g->output[i]));
-	set_free(&inits);
+	strmap_free(&inits);
 	json_object_set_new(o, "inputs", in);
 	json_object_set_new(o, "outputs", out);
 	json_object_set_new(o, "nodes", json_integer((json_int_t)s->nodes));

@@ -101,50 +101,6 @@ int prep_dce(PrepCtx *c, Onnx__GraphProto *g)
 	return pg_each_subgraph(c, g, prep_dce);
 }
 
-/* renames from -> to (borrowed strings), open addressing */
-typedef struct RenameMap {
-	const char **from, **to;
-	size_t cap;
-} RenameMap;
-
-static void rm_put(RenameMap *m, const char *from, const char *to)
-{
-	size_t i = (size_t)XXH3_64bits(from, strlen(from)) & (m->cap - 1);
-	while (m->from[i])
-		i = (i + 1) & (m->cap - 1);
-	m->from[i] = from;
-	m->to[i] = to;
-}
-
-static const char *rm_get(const RenameMap *m, const char *from)
-{
-	for (size_t i = (size_t)XXH3_64bits(from, strlen(from)) & (m->cap - 1); m->from[i]; i = (i + 1) & (m->cap - 1))
-		if (!strcmp(m->from[i], from))
-			return m->to[i];
-	return NULL;
-}
-
-/* apply m to every read in g and its nested subgraphs, in one sweep */
-static void rm_apply(const RenameMap *m, Onnx__GraphProto *g)
-{
-	for (size_t i = 0; i < g->n_node; i++) {
-		Onnx__NodeProto *n = g->node[i];
-		for (size_t k = 0; k < n->n_input; k++) {
-			const char *to = *n->input[k] ? rm_get(m, n->input[k]) : NULL;
-			if (to) {
-				free(n->input[k]);
-				n->input[k] = xstrdup(to);
-			}
-		}
-		for (size_t a = 0; a < n->n_attribute; a++) {
-			if (n->attribute[a]->g)
-				rm_apply(m, n->attribute[a]->g);
-			for (size_t k = 0; k < n->attribute[a]->n_graphs; k++)
-				rm_apply(m, n->attribute[a]->graphs[k]);
-		}
-	}
-}
-
 /* Bytes of mapped external data are read a window at a time and each
  * window given back to the file once read (ext_release), so comparing
  * initializers keeps at most a window of a weight resident however big
@@ -168,67 +124,38 @@ typedef struct InitKey {
 
 /* full hashes of mapped bytes by address and size, kept for the whole run:
  * a mapping is never written and stays until the model is freed, so a
- * later round finds the same bytes at the same place */
+ * later round finds the same bytes at the same place. Keys are
+ * {address, size} pairs the cache owns; values the hashes. */
 typedef struct DedupCache {
-	const void **p;
-	size_t *len;
-	uint64_t *h;
-	size_t cap, n;
+	StrMap map;
 } DedupCache;
-
-static size_t dc_slot(const DedupCache *dc, const void *p, size_t len)
-{
-	uintptr_t key[2] = {(uintptr_t)p, len};
-	size_t i = (size_t)XXH3_64bits(key, sizeof key) & (dc->cap - 1);
-	while (dc->p[i] && (dc->p[i] != p || dc->len[i] != len))
-		i = (i + 1) & (dc->cap - 1);
-	return i;
-}
 
 static int dc_get(const DedupCache *dc, const void *p, size_t len, uint64_t *h)
 {
-	if (!dc || !dc->n)
-		return 0;
-	size_t i = dc_slot(dc, p, len);
-	if (!dc->p[i])
-		return 0;
-	*h = dc->h[i];
-	return 1;
+	uintptr_t key[2] = {(uintptr_t)p, len};
+	const StrMapEnt *e = dc ? strmap_findb(&dc->map, key, sizeof key) : NULL;
+	if (e)
+		*h = e->v.u;
+	return e != NULL;
 }
 
 static void dc_put(PrepCtx *c, const void *p, size_t len, uint64_t h)
 {
-	DedupCache *dc = c->dedup;
-	if (!dc)
-		dc = c->dedup = xcalloc(1, sizeof *dc);
-	if ((dc->n + 1) * 2 > dc->cap) {
-		DedupCache old = *dc;
-		dc->cap = old.cap ? old.cap * 2 : 64;
-		dc->p = xcalloc(dc->cap, sizeof *dc->p);
-		dc->len = xcalloc(dc->cap, sizeof *dc->len);
-		dc->h = xcalloc(dc->cap, sizeof *dc->h);
-		for (size_t i = 0; i < old.cap; i++)
-			if (old.p[i]) {
-				size_t s = dc_slot(dc, old.p[i], old.len[i]);
-				dc->p[s] = old.p[i], dc->len[s] = old.len[i], dc->h[s] = old.h[i];
-			}
-		free(old.p);
-		free(old.len);
-		free(old.h);
-	}
-	size_t s = dc_slot(dc, p, len);
-	if (!dc->p[s])
-		dc->n++;
-	dc->p[s] = p, dc->len[s] = len, dc->h[s] = h;
+	if (!c->dedup)
+		c->dedup = xcalloc(1, sizeof *c->dedup);
+	uintptr_t key[2] = {(uintptr_t)p, len};
+	int added;
+	StrMapEnt *e = strmap_addb(&c->dedup->map, key, sizeof key, &added);
+	if (added)
+		strmap_own_key(e);
+	e->v.u = h;
 }
 
 void prep_dedup_free(PrepCtx *c)
 {
 	if (!c->dedup)
 		return;
-	free(c->dedup->p);
-	free(c->dedup->len);
-	free(c->dedup->h);
+	strmap_free_keys(&c->dedup->map);
 	free(c->dedup);
 	c->dedup = NULL;
 }
@@ -323,8 +250,7 @@ static int by_shape(const void *x, const void *y)
 
 /* in one group (in initializer order): a later duplicate of an earlier
  * kept one maps to it and is marked dropped */
-static void dedup_group(PrepCtx *c, Onnx__GraphProto *g, InitKey **v, size_t n, char *drop, RenameMap *map,
-			size_t *nmap)
+static void dedup_group(PrepCtx *c, Onnx__GraphProto *g, InitKey **v, size_t n, char *drop, NameMap *map)
 {
 	for (size_t i = 1; i < n; i++)
 		for (size_t p = 0; p < i; p++) {
@@ -333,8 +259,7 @@ static void dedup_group(PrepCtx *c, Onnx__GraphProto *g, InitKey **v, size_t n, 
 			    prefix_hash(a) != prefix_hash(b) || full_hash(c, a) != full_hash(c, b) ||
 			    !same_bytes(a, b) || pg_sub_defines(g, a->t->name))
 				continue;
-			rm_put(map, b->t->name, a->t->name);
-			(*nmap)++;
+			namemap_put(map, b->t->name, a->t->name);
 			drop[b->idx] = 1;
 			c->stat->changed++;
 			break;
@@ -366,13 +291,7 @@ int prep_dedup(PrepCtx *c, Onnx__GraphProto *g)
 		nk++;
 	}
 	char *drop = xcalloc(nk ? nk : 1, 1);
-	RenameMap map = {0};
-	map.cap = 16;
-	while (map.cap < nk * 2)
-		map.cap *= 2;
-	map.from = xcalloc(map.cap, sizeof *map.from);
-	map.to = xcalloc(map.cap, sizeof *map.to);
-	size_t nmap = 0;
+	NameMap map = {0};      /* a dropped initializer's name -> the kept one's */
 	InitKey **v = xcalloc(nk ? nk : 1, sizeof *v);
 	for (size_t i = 0; i < nk; i++)
 		v[i] = &k[i];
@@ -382,13 +301,11 @@ int prep_dedup(PrepCtx *c, Onnx__GraphProto *g)
 		for (e = s + 1; e < nk && v[e]->shape == v[s]->shape;)
 			e++;
 		if (e - s > 1)
-			dedup_group(c, g, v + s, e - s, drop, &map, &nmap);
+			dedup_group(c, g, v + s, e - s, drop, &map);
 	}
 	free(v);
-	if (nmap)
-		rm_apply(&map, g);
-	free(map.from);
-	free(map.to);
+	pg_apply_renames(g, &map);
+	namemap_free(&map);
 	for (size_t i = 0; i < nk; i++)
 		if (k[i].owned)
 			free((void *)k[i].data);
@@ -453,25 +370,16 @@ static int node_key(const Onnx__NodeProto *n, StrBuf *sb)
 	return 1;
 }
 
-typedef struct CseEntry {
-	uint64_t h;
-	char *key;
-	size_t len;
-	const Onnx__NodeProto *n;
-} CseEntry;
-
 /* merged nodes are marked and dropped at the end; their readers are
  * renamed as the sweep reaches them (their keys need the names) and once
  * more at the end for nested subgraphs */
 int prep_cse(PrepCtx *c, Onnx__GraphProto *g)
 {
-	size_t cap = 64;
-	while (cap < g->n_node * 2)
-		cap *= 2;
-	CseEntry *t = xcalloc(cap, sizeof *t);
+	StrMap seen = {0};      /* node_key() -> the first node with it; keys owned */
 	StrBuf sb = {0};
 	NameSet sub = {0};
 	NameMap ren = {0};
+	strmap_reserve(&seen, g->n_node);
 	pg_sub_names(g, &sub);
 	char *gone = xcalloc(g->n_node ? g->n_node : 1, 1);
 	for (size_t i = 0; i < g->n_node; i++) {
@@ -479,17 +387,15 @@ int prep_cse(PrepCtx *c, Onnx__GraphProto *g)
 		pg_rename_node_inputs(n, &ren);
 		if (!node_key(n, &sb))
 			continue;
-		uint64_t h = XXH3_64bits(sb.buf, sb.len);
-		size_t s = (size_t)h & (cap - 1);
-		while (t[s].key && !(t[s].h == h && t[s].len == sb.len && !memcmp(t[s].key, sb.buf, sb.len)))
-			s = (s + 1) & (cap - 1);
-		if (!t[s].key) {
-			t[s] = (CseEntry){h, xmalloc(sb.len + 1), sb.len, n};
-			memcpy(t[s].key, sb.buf, sb.len);
+		int added;
+		StrMapEnt *e = strmap_addb(&seen, sb.buf, sb.len, &added);
+		if (added) {
+			strmap_own_key(e);
+			e->v.p = n;
 			continue;
 		}
-		/* n computes what t[s].n does: its readers read the first one's outputs */
-		const Onnx__NodeProto *first = t[s].n;
+		/* n computes what the first one does: its readers read its outputs */
+		const Onnx__NodeProto *first = e->v.p;
 		int ok = 1;
 		for (size_t k = 0; k < n->n_output && ok; k++)
 			if (*n->output[k] && (pg_is_output(g, n->output[k]) || nameset_has(&sub, n->output[k]) ||
@@ -508,9 +414,7 @@ int prep_cse(PrepCtx *c, Onnx__GraphProto *g)
 	pg_renames_free(&ren);
 	nameset_free(&sub);
 	free(gone);
-	for (size_t s = 0; s < cap; s++)
-		free(t[s].key);
-	free(t);
+	strmap_free_keys(&seen);
 	sb_release(&sb);
 	return pg_each_subgraph(c, g, prep_cse);
 }

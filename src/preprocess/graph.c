@@ -6,93 +6,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "onnx/extdata.h"
 #include "preprocess/passes.h"
 
-/* ---- a set of strings (borrowed pointers), open addressing ---- */
-static size_t name_hash(const char *s)
-{
-	return (size_t)XXH3_64bits(s, strlen(s));
-}
+/* ---- names: sets and maps over strmap.h ---- */
 
 int nameset_has(const NameSet *s, const char *name)
 {
-	if (!s->cap)
-		return 0;
-	for (size_t i = name_hash(name) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
-		if (!s->v[i])
-			return 0;
-		if (!strcmp(s->v[i], name))
-			return 1;
-	}
+	return strmap_find(s, name) != NULL;
 }
 
 int nameset_add(NameSet *s, const char *name)
 {
-	if (!*name || nameset_has(s, name))
-		return 0;
-	if ((s->n + 1) * 2 > s->cap) {
-		NameSet t = {xcalloc(s->cap ? s->cap * 2 : 64, sizeof *t.v), s->cap ? s->cap * 2 : 64, 0};
-		for (size_t i = 0; i < s->cap; i++)
-			if (s->v[i])
-				nameset_add(&t, s->v[i]);
-		free(s->v);
-		*s = t;
-	}
-	size_t i = name_hash(name) & (s->cap - 1);
-	while (s->v[i])
-		i = (i + 1) & (s->cap - 1);
-	s->v[i] = name;
-	s->n++;
-	return 1;
+	int added = 0;
+	if (*name)
+		strmap_add(s, name, &added);
+	return added;
 }
 
 void nameset_free(NameSet *s)
 {
-	free(s->v);
-	memset(s, 0, sizeof *s);
-}
-
-/* ---- a map from strings (borrowed pointers) to values ---- */
-static size_t namemap_slot(const NameMap *m, const char *name)
-{
-	size_t i = name_hash(name) & (m->cap - 1);
-	while (m->k[i] && strcmp(m->k[i], name))
-		i = (i + 1) & (m->cap - 1);
-	return i;
+	strmap_free(s);
 }
 
 void *namemap_get(const NameMap *m, const char *name)
 {
-	return m->cap ? m->v[namemap_slot(m, name)] : NULL;
+	return strmap_get(m, name);
 }
 
 void namemap_put(NameMap *m, const char *name, void *v)
 {
-	if ((m->n + 1) * 2 > m->cap) {
-		NameMap t = {0};
-		t.cap = m->cap ? m->cap * 2 : 64;
-		t.k = xcalloc(t.cap, sizeof *t.k);
-		t.v = xcalloc(t.cap, sizeof *t.v);
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->k[i])
-				namemap_put(&t, m->k[i], m->v[i]);
-		namemap_free(m);
-		*m = t;
-	}
-	size_t i = namemap_slot(m, name);
-	m->n += !m->k[i];
-	m->k[i] = name;
-	m->v[i] = v;
+	strmap_put(m, name, v);
 }
 
 void namemap_free(NameMap *m)
 {
-	free(m->k);
-	free(m->v);
-	memset(m, 0, sizeof *m);
+	strmap_free(m);
 }
 
 static int streq(const char *a, const char *b)
@@ -241,9 +190,8 @@ void pg_rename_node_inputs(Onnx__NodeProto *n, const NameMap *m)
 
 void pg_renames_free(NameMap *m)
 {
-	for (size_t i = 0; i < m->cap; i++)
-		if (m->k[i])
-			free(m->v[i]);
+	for (StrMapEnt *e = NULL; (e = strmap_next(m, e));)
+		free(e->v.p);
 	namemap_free(m);
 }
 

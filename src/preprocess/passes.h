@@ -27,6 +27,7 @@
 
 #include "onnx/model.h"
 #include "onnx/tensor.h"
+#include "strmap.h"
 #include "util.h"
 
 #define PREP_MAX_ROUNDS 8
@@ -69,11 +70,8 @@ int prep_parse(const char *spec, PrepOpts *o);
 /* Upgrade the opset when o->opset asks (opset.h), then run the passes on m. */
 int prep_run(Model *m, const PrepOpts *o, PrepReport *r);
 
-/* a set of names (borrowed pointers, open addressing); zeroed is empty */
-typedef struct NameSet {
-	const char **v;
-	size_t cap, n;
-} NameSet;
+/* a set of names (borrowed pointers; strmap.h); zeroed is empty */
+typedef StrMap NameSet;
 
 /* ---- the passes (one graph; each recurses into subgraphs as it can) ---- */
 typedef struct PrepCtx {
@@ -107,13 +105,9 @@ int nameset_has(const NameSet *s, const char *name);
 int nameset_add(NameSet *s, const char *name);
 void nameset_free(NameSet *s);
 
-/* a map from names (borrowed pointers) to non-NULL values, open
- * addressing; zeroed is empty */
-typedef struct NameMap {
-	const char **k;
-	void **v;
-	size_t cap, n;
-} NameMap;
+/* a map from names (borrowed pointers) to non-NULL values (strmap.h);
+ * zeroed is empty */
+typedef StrMap NameMap;
 
 /* the value of name, or NULL */
 void *namemap_get(const NameMap *m, const char *name);

@@ -75,39 +75,9 @@ static int valid_name(const char *s)
 	return 1;
 }
 
-static size_t name_hash(const char *s)
-{
-	size_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
 Section *project_model(const Project *p, const char *name)
 {
-	if (!p->indexcap)
-		return NULL;
-	for (size_t i = name_hash(name) & (p->indexcap - 1);; i = (i + 1) & (p->indexcap - 1)) {
-		Section *m = p->index[i];
-		if (!m || !strcmp(m->name, name))
-			return m;
-	}
-}
-
-static void index_add(Project *p, Section *m)
-{
-	if ((p->nmodels + 1) * 2 > p->indexcap) {
-		free(p->index);
-		p->indexcap = p->indexcap ? p->indexcap * 2 : 64;
-		p->index = xcalloc(p->indexcap, sizeof *p->index);
-		for (size_t i = 0; i < p->nmodels; i++)
-			if (p->models[i] != m)
-				index_add(p, p->models[i]);
-	}
-	size_t i = name_hash(m->name) & (p->indexcap - 1);
-	while (p->index[i])
-		i = (i + 1) & (p->indexcap - 1);
-	p->index[i] = m;
+	return strmap_get(&p->index, name);
 }
 
 /* Called for a "[...]" line: creates the section. */
@@ -153,7 +123,7 @@ static void begin_section(Parser *ps, const char *text)
 				m->file = ps->file;
 				m->line = ps->line;
 				p->models = xreallocarray(p->models, p->nmodels + 1, sizeof *p->models);
-				index_add(p, m);
+				strmap_put(&p->index, m->name, m);
 				p->models[p->nmodels++] = m;
 				ps->cur = m;
 			}
@@ -497,7 +467,7 @@ void project_free(Project *p)
 		free(p->models[i]);
 	}
 	free(p->models);
-	free(p->index);
+	strmap_free(&p->index);
 	for (size_t i = 0; i < p->nreleases; i++) {
 		sec_free(p->releases[i]);
 		free(p->releases[i]);

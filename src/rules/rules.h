@@ -14,6 +14,8 @@
 
 #include <stddef.h>
 
+#include "strmap.h"
+
 enum { SEC_SETTINGS, SEC_MODEL, SEC_RELEASE };
 
 typedef struct KV {
@@ -42,8 +44,7 @@ typedef struct Project {
 	size_t nmodels;
 	Section **releases;
 	size_t nreleases;
-	Section **index;      /* open-addressing table of models by name */
-	size_t indexcap;
+	StrMap index;         /* models by name */
 } Project;
 
 /* Read rules: FILE if given, else every ROOT/rules/NAME.rules in name order.

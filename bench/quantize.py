@@ -1,7 +1,8 @@
 """Quantization against onnxruntime's quantizer, in one run on one machine.
 
-    .venv/bin/python bench/quantize.py [--quantmake ./quantmake] [--samples 100] [--jobs 1] [--keep DIR]
-                                       [--models digits,cnn,digits-cnn,digits-vit,magika,silero,silero-ifless]
+    .venv/bin/python bench/quantize.py [--quantmake ./quantmake] [--samples 100] [--jobs 1] [--keep DIR] [--preprocess]
+                                       [--models digits,cnn,digits-cnn,digits-vit,fashion-cnn,fashion-vit,
+                                                 magika,silero,silero-ifless]
 
 Models:
 - digits: the example digits MLP (examples/digits, trained);
@@ -10,7 +11,13 @@ Models:
   fixed random weights);
 - digits-cnn, digits-vit: a CNN and a small transformer trained on
   scikit-learn's 8x8 digits by bench/train-digits.py with Debian's
-  python3-torch (cached in bench/.cache; Fashion-MNIST is not installed);
+  python3-torch (cached in bench/.cache);
+- fashion-cnn, fashion-vit: a CNN and a small transformer trained on
+  Fashion-MNIST (Debian dataset-fashion-mnist: sh scripts/install-deps.sh
+  --bench; the bench stops with one line if it is missing) by
+  bench/train-fashion.py with Debian's python3-torch (cached in
+  bench/.cache); calibrated on training images, scored on the 10,000 test
+  images;
 - magika, silero, silero-ifless: the models of the PyPI packages magika
   1.0.3 and silero-vad 6.2.3 (bench/fetch-models.sh; silero_vad.onnx, whose
   graph is one If over the sample rate, and silero_vad_op18_ifless.onnx).
@@ -21,16 +28,26 @@ quantmake's default, the CPU count); onnxruntime runs quantize_static /
 quantize_dynamic in a fresh Python process that has imported nothing else
 (its thread pools use every core). Wall time, CPU time (user + sys: less
 sensitive to other load on the machine than wall time) and peak RSS are
-those of the process tree (/usr/bin/time). The uint8 static runs are repeated with 10x the calibration
-samples to show how memory grows with the calibration set. Calibration
-samples are .npz files with one member per model input, read by both tools.
+those of the process tree (/usr/bin/time). The static runs are repeated
+with 10x the calibration samples to show how memory grows with the
+calibration set. Calibration samples are .npz files with one member per
+model input, read by both tools.
 
-Fidelity: top-1 on held-out labeled images for the digits models; for the
-others, with no labels, the SQNR of the first output against the float
-model's (magika also: how often the top-1 label agrees with the float
-model's, over features of files of this machine; silero: a synthetic
-signal of voiced and noise segments run chunk by chunk with its state
-carried). A tool that fails on a model is reported with its error line.
+Fidelity: top-1 on held-out labeled images for the digits and Fashion-MNIST
+models (with the SQNR of the logits against float and how often top-1 agrees
+with float's); for the others, with no labels, the SQNR of the first output
+against the float model's (magika also: how often the top-1 label agrees
+with the float model's, over features of files of this machine; silero: a
+synthetic signal of voiced and noise segments run chunk by chunk with its
+state carried). A tool that fails on a model is reported with its error
+line.
+--preprocess runs each tool's graph preprocessing first, timed with the
+rest: quantmake's preprocess stage (preprocess = default: constant folding,
+identity removal, ...) and onnxruntime's quant_pre_process (onnx shape
+inference and onnxruntime's graph optimizer; its symbolic shape inference
+is skipped: it needs sympy, which .venv does not have). silero computes
+its LSTM weights from Constant nodes (a Slice/Concat gate reordering):
+only after folding are they initializers a quantizer can take.
 --keep DIR keeps both tools' quantized models (DIR/TAG.quantmake.onnx,
 DIR/TAG.ort.onnx) for a tensor-by-tensor comparison.
 """
@@ -46,8 +63,11 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+import fashion_mnist
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
+MODELS = "digits,cnn,digits-cnn,digits-vit,fashion-cnn,fashion-vit,magika,silero,silero-ifless"
 
 
 def make_cnn(path):
@@ -91,7 +111,11 @@ ORT_SCRIPT = r"""
 import sys, glob, numpy as np
 from onnxruntime.quantization import (quantize_static, quantize_dynamic, QuantFormat, QuantType,
                                       CalibrationDataReader)
-src, dst, mode, act, data = sys.argv[1:6]
+src, dst, mode, act, data, pre = sys.argv[1:7]
+if pre == "1":
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    quant_pre_process(src, dst + ".pre.onnx", skip_symbolic_shape=True)  # that one needs sympy
+    src = dst + ".pre.onnx"
 T = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8}
 class R(CalibrationDataReader):
     def __init__(self): self.files = iter(sorted(glob.glob(data + "/*.npz")))
@@ -106,13 +130,13 @@ else:
 """
 
 
-def quantmake(qm, jobs, work, model, mode, act, data, tag):
+def quantmake(qm, jobs, pre, work, model, mode, act, data, tag):
     p = os.path.join(work, "qm-" + tag)
     shutil.rmtree(p, ignore_errors=True)
     os.makedirs(p + "/rules")
     shutil.copy(model, p + "/model.onnx")
     os.symlink(data, p + "/calib")
-    rules = "[model m]\nsource = model.onnx\nquantize = %s\n" % mode
+    rules = "[model m]\nsource = model.onnx\n%squantize = %s\n" % ("preprocess = default\n" if pre else "", mode)
     if mode == "static":
         rules += "quantize.calibration = calib\nquantize.activations = %s\n" % act
     open(p + "/rules/m.rules", "w").write(rules)
@@ -121,11 +145,11 @@ def quantmake(qm, jobs, work, model, mode, act, data, tag):
     return t, rss, err, p + "/build/m/m.onnx"
 
 
-def peer(work, model, mode, act, data, tag):
+def peer(work, pre, model, mode, act, data, tag):
     dst = os.path.join(work, "ort-%s.onnx" % tag)
     script = os.path.join(work, "ort_quant.py")
     open(script, "w").write(ORT_SCRIPT)
-    t, rss, err = timed([PY, script, model, dst, mode, act, data])
+    t, rss, err = timed([PY, script, model, dst, mode, act, data, "1" if pre else "0"])
     return t, rss, err, dst
 
 
@@ -147,10 +171,13 @@ def labeled(x, y, model):
     logits against the float model's and how often its top-1 agrees with
     float's (one flipped image is 0.25 points of top-1: the SQNR says
     whether a quantizer is closer to float or was lucky)"""
-    ref = session(model).run(None, {"input": x})[0]
+    def logits(path):
+        s = session(path)
+        return np.concatenate([s.run(None, {"input": x[i:i + 1000]})[0] for i in range(0, len(x), 1000)])
+    ref = logits(model)
 
     def evaluate(path):
-        o = session(path).run(None, {"input": x})[0]
+        o = logits(path)
         if path == model:
             return "top-1 %.4f" % (o.argmax(1) == y).mean()
         return "top-1 %.4f, %.1f dB, = float %.4f" % ((o.argmax(1) == y).mean(), sqnr(ref, o),
@@ -178,16 +205,24 @@ def digits_data():
     return x[perm][:1400], y[perm][:1400], x[perm][1400:], y[perm][1400:]
 
 
-def trained_digits(name):
-    """bench/.cache/NAME.onnx, trained by bench/train-digits.py if missing"""
+def trained(name):
+    """bench/.cache/NAME.onnx, trained by bench/train-digits.py or
+    bench/train-fashion.py (Debian's python3-torch) if missing"""
     cache = os.path.join(ROOT, "bench/.cache")
     path = os.path.join(cache, name + ".onnx")
     if not os.path.exists(path):
         os.makedirs(cache, exist_ok=True)
-        xtr, ytr, _, _ = digits_data()
-        np.savez(cache + "/digits-train.npz", xtr=xtr, ytr=ytr)
-        subprocess.run(["/usr/bin/python3", ROOT + "/bench/train-digits.py", cache + "/digits-train.npz", cache],
-                       check=True)
+        if name.startswith("digits-"):
+            xtr, ytr, _, _ = digits_data()
+            np.savez(cache + "/digits-train.npz", xtr=xtr, ytr=ytr)
+            cmd = [ROOT + "/bench/train-digits.py", cache + "/digits-train.npz", cache]
+        else:
+            cmd = [ROOT + "/bench/train-fashion.py", cache]
+        print("training %s with %s (once; cached in bench/.cache)" % (name, os.path.basename(cmd[0])), file=sys.stderr)
+        out = subprocess.run(["/usr/bin/python3"] + cmd, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+        if out.returncode != 0 or not os.path.exists(path):
+            lines = out.stderr.strip().splitlines() or ["exit %d" % out.returncode]
+            sys.exit("quantize.py: %s failed: %s" % (os.path.basename(cmd[0]), lines[-1]))
     return path
 
 
@@ -264,6 +299,8 @@ def setup_models(work, names, samples):
     """{name: (model path, gen, evaluate, per-sample note)}"""
     models = {}
     rng = np.random.default_rng(2)
+    if ("fashion-cnn" in names or "fashion-vit" in names) and fashion_mnist.missing():
+        sys.exit("quantize.py: " + fashion_mnist.missing())
     if "digits" in names:
         path = os.path.join(work, "digits.onnx")
         subprocess.run([PY, ROOT + "/examples/digits/export.py", ROOT + "/examples/digits/weights.npz", path],
@@ -282,8 +319,17 @@ def setup_models(work, names, samples):
         xtr, _, xte, yte = digits_data()
         for name in ("digits-cnn", "digits-vit"):
             if name in names:
-                models[name] = (trained_digits(name), lambda i: {"input": xtr[i % len(xtr)][None]},
-                                labeled(xte, yte, trained_digits(name)))
+                models[name] = (trained(name), lambda i, xtr=xtr: {"input": xtr[i % len(xtr)][None]},
+                                labeled(xte, yte, trained(name)))
+    if "fashion-cnn" in names or "fashion-vit" in names:
+        # calibration: training images in a fixed random order
+        xtr, _ = fashion_mnist.load("train")
+        xtr = xtr[np.random.default_rng(3).permutation(len(xtr))[:10 * samples]]
+        xte, yte = fashion_mnist.load("t10k")
+        for name in ("fashion-cnn", "fashion-vit"):
+            if name in names:
+                models[name] = (trained(name), lambda i, xtr=xtr: {"input": xtr[i % len(xtr)][None]},
+                                labeled(xte, yte, trained(name)))
     if "magika" in names or "silero" in names or "silero-ifless" in names:
         d = subprocess.run(["sh", ROOT + "/bench/fetch-models.sh"], capture_output=True, text=True)
         if d.returncode != 0:
@@ -325,8 +371,13 @@ def main():
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--jobs", type=int, default=1, help="quantmake -j (0: its default, the CPU count)")
     ap.add_argument("--keep", help="directory to keep both tools' quantized models in")
-    ap.add_argument("--models", default="digits,cnn,digits-cnn,digits-vit,magika,silero,silero-ifless")
+    ap.add_argument("--preprocess", action="store_true",
+                    help="quantmake's preprocess stage and onnxruntime's quant_pre_process first")
+    ap.add_argument("--models", default=MODELS, help="comma-separated, from the default list")
     a = ap.parse_args()
+    for name in a.models.split(","):
+        if name not in MODELS.split(","):
+            sys.exit("quantize.py: --models: unknown model '%s' (expected some of %s)" % (name, MODELS))
     qm = os.path.abspath(a.quantmake)
     ort.set_default_logger_severity(3)
     work = tempfile.mkdtemp(prefix="qmbench-")
@@ -348,10 +399,10 @@ def main():
                 sets[mult] = dd
             ffid = evaluate(model)
             for mode, act, mult in (("static", "uint8", 1), ("static", "uint8", 10), ("static", "int8", 1),
-                                    ("dynamic", "-", 1)):
+                                    ("static", "int8", 10), ("dynamic", "-", 1)):
                 tag = "%s-%s-%s-%d" % (name, mode, act, mult)
-                tq, rq, eq, oq = quantmake(qm, a.jobs, work, model, mode, act, sets[mult], tag)
-                tp, rp, ep, op = peer(work, model, mode, act, sets[mult], tag)
+                tq, rq, eq, oq = quantmake(qm, a.jobs, a.preprocess, work, model, mode, act, sets[mult], tag)
+                tp, rp, ep, op = peer(work, a.preprocess, model, mode, act, sets[mult], tag)
                 n = a.samples * mult if mode == "static" else 0
                 cell = lambda v, e, f: ("failed: " + e) if e else f % v
 

@@ -10,19 +10,13 @@ scikit-learn in .venv). Writes OUTDIR/digits-cnn.onnx (two 3x3 convs of
 32 and 64 channels, max pooling, a 1024x128 and a 128x10 layer: weight-heavy)
 and OUTDIR/digits-vit.onnx (a small transformer: the 8 rows of the image are
 8 tokens, width 64, 2 encoder layers of 4 heads, mean pooling). Fixed seeds;
-CPU only; a minute or so.
-
-Fashion-MNIST (Debian dataset-fashion-mnist, 30 MB) is not installed on the
-bench machine, so the digits stand in for it.
+CPU only; a minute or so. bench/train-fashion.py reuses Block and train.
 """
 import sys
 
 import numpy as np
 import torch
 from torch import nn
-
-torch.manual_seed(0)
-torch.set_num_threads(2)
 
 
 class CNN(nn.Module):
@@ -84,6 +78,8 @@ def train(model, x, y, epochs, lr):
 
 
 def main():
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
     d = np.load(sys.argv[1])
     x, y = torch.tensor(d["xtr"], dtype=torch.float32), torch.tensor(d["ytr"], dtype=torch.int64)
     for name, model, epochs, lr, opset in (("digits-cnn", CNN(), 30, 3e-3, 13), ("digits-vit", ViT(), 80, 2e-3, 17)):

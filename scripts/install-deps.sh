@@ -1,12 +1,24 @@
 #!/bin/sh
 # Installs the Debian packages quantmake builds and tests with. Idempotent:
 # packages already present are left alone, and the ones installed are named.
+#
+#     sh scripts/install-deps.sh [--bench]
+#
+# --bench adds BENCH_PKGS, which only the scripts in bench/ use (make check
+# and make example never pass it): Debian's torch to train the benchmark
+# models and the Fashion-MNIST images they are trained and scored on.
 set -e
 PKGS="build-essential pkg-config make
 libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
 libxxhash-dev xxhash libarchive-dev libgit2-dev libinih-dev nettle-dev
 libopenblas-dev libjansson-dev
 python3 python3-venv git ninja-build zstd"
+BENCH_PKGS="python3-torch dataset-fashion-mnist"
+case "$1" in
+"") ;;
+--bench) PKGS="$PKGS $BENCH_PKGS" ;;
+*) echo "install-deps: unknown option '$1' (expected nothing or --bench)" >&2; exit 2 ;;
+esac
 missing=""
 for p in $PKGS; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

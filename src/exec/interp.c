@@ -60,6 +60,7 @@
 #include "onnx/extdata.h"
 #include "onnx/node.h"
 #include "ops/gelu.h"
+#include "strmap.h"
 #include "util.h"
 
 enum { V_INPUT, V_INIT, V_NODE, V_OUTER };
@@ -139,18 +140,12 @@ typedef struct Gelu {
 	int out;                  /* the last Mul's output slot */
 } Gelu;
 
-typedef struct NameMap {
-	const char **key;
-	int *val;
-	size_t cap, n;
-} NameMap;
-
 struct Plan {
 	const Onnx__GraphProto *g;
 	Plan *parent;
 	Value *vals;
 	size_t nvals, capvals;
-	NameMap map;
+	StrMap map;               /* value name -> slot */
 	Step *steps;              /* in topological order */
 	size_t nsteps;
 	int *inputs, *outputs;    /* slots of the graph's inputs / outputs */
@@ -192,47 +187,18 @@ struct Interp {
 
 /* ---- names ---- */
 
-static size_t hash_str(const char *s)
+static int map_get(const StrMap *m, const char *k)
 {
-	size_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
+	const StrMapEnt *e = strmap_find(m, k);
+	return e ? (int)e->v.i : -1;
 }
 
-static int map_get(const NameMap *m, const char *k)
+/* k (borrowed, as every name the plan keeps) -> v */
+static void map_put(StrMap *m, const char *k, int v)
 {
-	if (!m->cap)
-		return -1;
-	for (size_t i = hash_str(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (!m->key[i])
-			return -1;
-		if (!strcmp(m->key[i], k))
-			return m->val[i];
-	}
-}
-
-static void map_put(NameMap *m, const char *k, int v)
-{
-	if (2 * (m->n + 1) > m->cap) {
-		NameMap nm = {0};
-		nm.cap = m->cap ? 2 * m->cap : 64;
-		nm.key = xcalloc(nm.cap, sizeof *nm.key);
-		nm.val = xcalloc(nm.cap, sizeof *nm.val);
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->key[i])
-				map_put(&nm, m->key[i], m->val[i]);
-		free(m->key);
-		free(m->val);
-		*m = nm;
-	}
-	size_t i = hash_str(k) & (m->cap - 1);
-	while (m->key[i] && strcmp(m->key[i], k))
-		i = (i + 1) & (m->cap - 1);
-	if (!m->key[i])
-		m->n++;
-	m->key[i] = k;
-	m->val[i] = v;
+	StrMapEnt *e = strmap_add(m, k, NULL);
+	e->key = k;
+	e->v.i = v;
 }
 
 /* Blocks up to this size move from a relabelling step's input to its
@@ -450,8 +416,7 @@ static void plan_free(Plan *p)
 	free(p->consts);
 	free(p->readers);
 	free(p->vals);
-	free(p->map.key);
-	free(p->map.val);
+	strmap_free(&p->map);
 	free(p->inputs);
 	free(p->outputs);
 	free(p);

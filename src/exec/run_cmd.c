@@ -30,6 +30,7 @@
 #include "exec/dataio.h"
 #include "exec/interp.h"
 #include "onnx/model.h"
+#include "strmap.h"
 #include "util.h"
 
 /* tolerances of --compare and the conformance driver (--rtol, --atol) */
@@ -313,46 +314,23 @@ typedef struct Stat {
 typedef struct Stats {
 	Stat *v;
 	size_t n, cap;      /* entries in first-seen order */
-	int *slot;          /* open addressing into v, -1 empty */
-	size_t nslot;
+	StrMap index;       /* name -> position in v */
 } Stats;
-
-static size_t stat_hash(const char *s)
-{
-	size_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
 
 static void stats_tap(void *ud, const char *name, const Tensor *t)
 {
 	Stats *st = ud;
-	if (2 * (st->n + 1) > st->nslot) {
-		free(st->slot);
-		st->nslot = st->nslot ? 2 * st->nslot : 256;
-		st->slot = xmalloc(sizeof *st->slot * st->nslot);
-		for (size_t i = 0; i < st->nslot; i++)
-			st->slot[i] = -1;
-		for (size_t k = 0; k < st->n; k++) {
-			size_t i = stat_hash(st->v[k].name) & (st->nslot - 1);
-			while (st->slot[i] >= 0)
-				i = (i + 1) & (st->nslot - 1);
-			st->slot[i] = (int)k;
-		}
-	}
-	size_t i = stat_hash(name) & (st->nslot - 1);
-	while (st->slot[i] >= 0 && strcmp(st->v[st->slot[i]].name, name))
-		i = (i + 1) & (st->nslot - 1);
-	if (st->slot[i] < 0) {
+	StrMapEnt *se = strmap_find(&st->index, name);
+	if (!se) {
 		if (st->n == st->cap) {
 			st->cap = st->cap ? 2 * st->cap : 64;
 			st->v = xreallocarray(st->v, st->cap, sizeof *st->v);
 		}
 		st->v[st->n] = (Stat){.name = xstrdup(name), .dtype = t->dtype, .min = INFINITY, .max = -INFINITY};
-		st->slot[i] = (int)st->n++;
+		se = strmap_add(&st->index, st->v[st->n].name, NULL);
+		se->v.u = st->n++;
 	}
-	Stat *e = &st->v[st->slot[i]];
+	Stat *e = &st->v[se->v.u];
 	if (dtype_bits(t->dtype) < 8)
 		return;
 	for (int64_t j = 0; j < t->numel; j++) {
@@ -407,7 +385,7 @@ static int run_samples(Interp *ip, const char *const *specs, size_t nspecs, int 
 	for (size_t i = 0; i < st.n; i++)
 		free(st.v[i].name);
 	free(st.v);
-	free(st.slot);
+	strmap_free(&st.index);
 	return r;
 }
 

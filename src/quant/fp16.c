@@ -55,6 +55,7 @@
 #include "infer/infer.h"
 #include "onnx/node.h"
 #include "quant/internal.h"
+#include "strmap.h"
 
 /* op types kept float32 whatever the user says (below opset until, when
  * set), and why */
@@ -116,8 +117,7 @@ typedef struct Val {
 typedef struct GCtx {
 	Onnx__GraphProto *g;
 	struct GCtx *parent;
-	Val *v;            /* open addressing on name */
-	size_t cap, n;
+	StrMap vals;       /* name -> Val (malloc'd, keyed by its own name) */
 	PtrVec *after;     /* nafter = n_node + 1 lists of Casts: [0] at the top, [i + 1] after node i */
 	size_t nafter;
 	int *dec;          /* per node */
@@ -136,24 +136,9 @@ typedef struct FCtx {
 	int64_t clamped, raised;
 } FCtx;
 
-static size_t hash_str(const char *s)
-{
-	size_t h = 1469598103934665603u;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211u;
-	return h;
-}
-
 static Val *val_find(const GCtx *c, const char *name)
 {
-	if (!c->cap)
-		return NULL;
-	for (size_t i = hash_str(name) & (c->cap - 1);; i = (i + 1) & (c->cap - 1)) {
-		if (!c->v[i].name)
-			return NULL;
-		if (!strcmp(c->v[i].name, name))
-			return &c->v[i];
-	}
+	return strmap_get(&c->vals, name);
 }
 
 /* the value called name in c or an enclosing scope (*owner: where) */
@@ -180,41 +165,24 @@ static Val *val_add(GCtx *c, const char *name, int orig, long prod)
 			v->prod = prod;
 		return v;
 	}
-	if (2 * (c->n + 1) > c->cap) {
-		size_t oc = c->cap;
-		Val *ov = c->v;
-		c->cap = oc ? 2 * oc : 64;
-		c->v = xcalloc(c->cap, sizeof *c->v);
-		c->n = 0;
-		for (size_t i = 0; i < oc; i++)
-			if (ov[i].name) {
-				size_t k = hash_str(ov[i].name) & (c->cap - 1);
-				while (c->v[k].name)
-					k = (k + 1) & (c->cap - 1);
-				c->v[k] = ov[i];
-				c->n++;
-			}
-		free(ov);
-	}
-	size_t k = hash_str(name) & (c->cap - 1);
-	while (c->v[k].name)
-		k = (k + 1) & (c->cap - 1);
-	v = &c->v[k];
+	v = xcalloc(1, sizeof *v);
 	v->name = xstrdup(name);
 	v->orig = orig;
 	v->type = orig;
 	v->prod = prod;
-	c->n++;
+	strmap_add(&c->vals, v->name, NULL)->v.p = v;
 	return v;
 }
 
 static void gctx_free(GCtx *c)
 {
-	for (size_t i = 0; i < c->cap; i++) {
-		free(c->v[i].name);
-		free(c->v[i].alt);
+	for (StrMapEnt *e = NULL; (e = strmap_next(&c->vals, e));) {
+		Val *v = e->v.p;
+		free(v->name);
+		free(v->alt);
+		free(v);
 	}
-	free(c->v);
+	strmap_free(&c->vals);
 	for (size_t i = 0; i < c->nafter; i++)
 		pv_free(&c->after[i]);
 	free(c->after);
@@ -456,10 +424,9 @@ static const char *read_as(GCtx *c, const char *name, int want)
 	char *alt = fresh_name(o, name, want == DT_FLOAT16 ? "_fp16" : "_fp32");
 	long prod = v->prod;
 	add_cast(o, prod, name, alt, want);
-	Val *a = val_add(o, alt, DT_FLOAT, prod);   /* may move v */
+	Val *a = val_add(o, alt, DT_FLOAT, prod);
 	a->type = want;
 	a->alt = xstrdup(name);
-	v = val_find(o, name);
 	v->alt = alt;
 	return v->alt;
 }

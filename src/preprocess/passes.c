@@ -139,6 +139,7 @@ int prep_run(Model *m, const PrepOpts *o, PrepReport *r)
 	prep_dedup_free(&c);
 	if (rc == 0)
 		rc = clean_value_info(&c, g);
+	strmap_free_keys(&c.names);
 	r->nodes_after = g->n_node;
 	r->inits_after = g->n_initializer;
 	return rc;

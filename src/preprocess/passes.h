@@ -79,6 +79,9 @@ typedef struct PrepCtx {
 	const PrepOpts *o;
 	PrepStat *stat;       /* the running pass's counters */
 	size_t fresh;         /* counter for new tensor names */
+	StrMap names;         /* every name of the model, owned copies, made by the
+	                       * first pg_fresh_name() (see there) */
+	int have_names;
 	PtrVec tried;         /* nodes fold skipped: not retried in later rounds */
 	PtrVec scopes;        /* fold: a NameMap of constants (const_init in fold.c) per
 	                       * enclosing graph, outermost first, then the folded one */

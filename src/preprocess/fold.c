@@ -226,30 +226,71 @@ int prep_fold(PrepCtx *c, Onnx__GraphProto *g)
 	return r;
 }
 
-/* the static dims of name from g's annotations: rank, or -1 when some dim
- * is not a known number (or nothing is declared) */
-static int static_dims(const Onnx__GraphProto *g, const char *name, int64_t *dims)
+/* What prep_shape looks up by name, indexed once per graph (a search of
+ * the graph per Reshape and per Shape made it quadratic). Keys are the
+ * graph's own strings: value info, inputs and initializers are not removed
+ * while the index lives, nor are nodes while the producers are used (the
+ * Reshape rewrites only add initializers, under fresh names). */
+typedef struct ShapeIdx {
+	StrMap vi;                /* name -> first ValueInfoProto (inputs, value_info, outputs) */
+	StrMap prod;              /* node output -> node index + 1 */
+	StrMap init;              /* initializer -> TensorProto */
+	StrMap input;             /* graph inputs */
+} ShapeIdx;
+
+static void idx_first(StrMap *m, const char *name, void *v)
 {
+	int added;
+	StrMapEnt *e = name && *name ? strmap_add(m, name, &added) : NULL;
+	if (e && added)
+		e->v.p = v;
+}
+
+static void idx_build(ShapeIdx *x, const Onnx__GraphProto *g, int nodes)
+{
+	memset(x, 0, sizeof *x);
 	Onnx__ValueInfoProto **lists[3] = {g->input, g->value_info, g->output};
 	size_t lens[3] = {g->n_input, g->n_value_info, g->n_output};
 	for (int l = 0; l < 3; l++)
-		for (size_t i = 0; i < lens[l]; i++) {
-			const Onnx__ValueInfoProto *v = lists[l][i];
-			if (!v->name || strcmp(v->name, name))
-				continue;
-			if (!v->type || !v->type->tensor_type || !v->type->tensor_type->shape ||
-			    v->type->tensor_type->shape->n_dim > QM_MAX_RANK)
-				return -1;
-			const Onnx__TensorShapeProto *s = v->type->tensor_type->shape;
-			for (size_t k = 0; k < s->n_dim; k++) {
-				if (s->dim[k]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
-				    s->dim[k]->dim_value < 0)
-					return -1;
-				dims[k] = s->dim[k]->dim_value;
-			}
-			return (int)s->n_dim;
-		}
-	return -1;
+		for (size_t i = 0; i < lens[l]; i++)
+			idx_first(&x->vi, lists[l][i]->name, lists[l][i]);
+	if (!nodes)
+		return;
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_output; k++)
+			idx_first(&x->prod, g->node[i]->output[k], (void *)(uintptr_t)(i + 1));
+	for (size_t i = 0; i < g->n_initializer; i++)
+		idx_first(&x->init, g->initializer[i]->name, g->initializer[i]);
+	for (size_t i = 0; i < g->n_input; i++)
+		idx_first(&x->input, g->input[i]->name, NULL);
+}
+
+static void idx_free(ShapeIdx *x)
+{
+	strmap_free(&x->vi);
+	strmap_free(&x->prod);
+	strmap_free(&x->init);
+	strmap_free(&x->input);
+}
+
+/* the static dims of name from g's annotations: rank, or -1 when some dim
+ * is not a known number (or nothing is declared) */
+static int static_dims(const ShapeIdx *x, const char *name, int64_t *dims)
+{
+	const Onnx__ValueInfoProto *v = strmap_get(&x->vi, name);
+	if (!v)
+		return -1;
+	if (!v->type || !v->type->tensor_type || !v->type->tensor_type->shape ||
+	    v->type->tensor_type->shape->n_dim > QM_MAX_RANK)
+		return -1;
+	const Onnx__TensorShapeProto *s = v->type->tensor_type->shape;
+	for (size_t k = 0; k < s->n_dim; k++) {
+		if (s->dim[k]->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+		    s->dim[k]->dim_value < 0)
+			return -1;
+		dims[k] = s->dim[k]->dim_value;
+	}
+	return (int)s->n_dim;
 }
 
 /* Shape and Size of a tensor whose dims are all known numbers in the
@@ -266,36 +307,37 @@ typedef struct PartVec {
 /* p: name's entries as far as int64 (or int32, under a Cast) initializers,
  * Concat along axis 0 and Cast to int64 tell; others unknown when the length is annotated. 1, or 0
  * when not even the length is known (or -1 on a read error) */
-static int part_vec(PrepCtx *c, const Onnx__GraphProto *g, const char *name, PartVec *p, int depth)
+static int part_vec(PrepCtx *c, const Onnx__GraphProto *g, const ShapeIdx *x, const char *name, PartVec *p,
+		    int depth)
 {
-	const Onnx__TensorProto *t = pg_init(g, name);
+	const Onnx__TensorProto *t = strmap_get(&x->init, name);
 	int64_t dims[QM_MAX_RANK];
 	memset(p, 0, sizeof *p);
-	if (t && !pg_is_input(g, name)) {
+	if (t && !strmap_find(&x->input, name)) {
 		int64_t n = tensor_proto_numel(t);
 		if ((t->data_type != DT_INT64 && t->data_type != DT_INT32) || t->n_dims != 1 || n < 0 || n > QM_MAX_RANK)
 			return 0;
-		Tensor x = {0};
-		if (pg_tensor(c->m, t, &x) < 0)
+		Tensor v = {0};
+		if (pg_tensor(c->m, t, &v) < 0)
 			return -1;
 		p->n = (int)n;
 		for (int64_t i = 0; i < n; i++)
-			p->v[i] = tensor_get_i64(&x, i), p->known[i] = 1;
-		tensor_free(&x);
+			p->v[i] = tensor_get_i64(&v, i), p->known[i] = 1;
+		tensor_free(&v);
 		return 1;
 	}
-	long pi = t ? -1 : pg_producer(g, name);
+	long pi = (long)(uintptr_t)strmap_get(&x->prod, name) - 1;
 	const Onnx__NodeProto *nd = pi >= 0 ? g->node[pi] : NULL;
 	int dflt = nd && (!nd->domain || !*nd->domain || !strcmp(nd->domain, "ai.onnx"));
 	int64_t v;
 	if (dflt && depth < 8 && !strcmp(nd->op_type, "Cast") && nd->n_input == 1 && attr_int(nd, "to", 0, &v) == 0 &&
 	    v == DT_INT64)
-		return part_vec(c, g, nd->input[0], p, depth + 1);
+		return part_vec(c, g, x, nd->input[0], p, depth + 1);
 	if (dflt && depth < 8 && !strcmp(nd->op_type, "Concat") && attr_int(nd, "axis", 1, &v) == 0 &&
 	    (v == 0 || v == -1)) {
 		for (size_t k = 0; k < nd->n_input; k++) {
 			PartVec q;
-			int r = part_vec(c, g, nd->input[k], &q, depth + 1);
+			int r = part_vec(c, g, x, nd->input[k], &q, depth + 1);
 			if (r <= 0 || p->n + q.n > QM_MAX_RANK)
 				return r < 0 ? -1 : 0;
 			memcpy(p->v + p->n, q.v, (size_t)q.n * sizeof *q.v);
@@ -304,7 +346,7 @@ static int part_vec(PrepCtx *c, const Onnx__GraphProto *g, const char *name, Par
 		}
 		return 1;
 	}
-	if (static_dims(g, name, dims) != 1 || dims[0] > QM_MAX_RANK)
+	if (static_dims(x, name, dims) != 1 || dims[0] > QM_MAX_RANK)
 		return 0;
 	p->n = (int)dims[0];
 	return 1;
@@ -315,13 +357,13 @@ static int part_vec(PrepCtx *c, const Onnx__GraphProto *g, const char *name, Par
  * count over the product of the rest), so the shape becomes a constant
  * with -1 there (what onnx-simplifier does for batch dimensions). 1 if
  * rewritten, 0 if not, -1 */
-static int reshape_target(PrepCtx *c, Onnx__GraphProto *g, Onnx__NodeProto *n)
+static int reshape_target(PrepCtx *c, Onnx__GraphProto *g, const ShapeIdx *x, Onnx__NodeProto *n)
 {
 	if ((n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) || strcmp(n->op_type, "Reshape") ||
-	    n->n_input != 2 || model_opset(c->m->proto, "") < 5 || pg_init(g, n->input[1]))
+	    n->n_input != 2 || model_opset(c->m->proto, "") < 5 || strmap_find(&x->init, n->input[1]))
 		return 0;
 	PartVec p;
-	int r = part_vec(c, g, n->input[1], &p, 0);
+	int r = part_vec(c, g, x, n->input[1], &p, 0);
 	if (r <= 0 || p.n == 0)
 		return r;
 	int unknown = -1;
@@ -348,12 +390,19 @@ static int reshape_target(PrepCtx *c, Onnx__GraphProto *g, Onnx__NodeProto *n)
 
 int prep_shape(PrepCtx *c, Onnx__GraphProto *g)
 {
+	ShapeIdx x;
+	idx_build(&x, g, 1);
 	for (size_t i = 0; i < g->n_node; i++) {
-		int r = reshape_target(c, g, g->node[i]);
-		if (r < 0)
+		int r = reshape_target(c, g, &x, g->node[i]);
+		if (r < 0) {
+			idx_free(&x);
 			return -1;
+		}
 		c->stat->changed += (size_t)r;
 	}
+	/* Shape nodes go below: only the annotations stay indexed */
+	idx_free(&x);
+	idx_build(&x, g, 0);
 	for (size_t i = 0; i < g->n_node;) {
 		Onnx__NodeProto *n = g->node[i];
 		int is_shape = !strcmp(n->op_type, "Shape"), is_size = !strcmp(n->op_type, "Size");
@@ -361,32 +410,39 @@ int prep_shape(PrepCtx *c, Onnx__GraphProto *g)
 		int rank;
 		if ((n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) || (!is_shape && !is_size) ||
 		    n->n_output != 1 || !node_input(n, 0) || pg_is_output(g, n->output[0]) ||
-		    (rank = static_dims(g, n->input[0], dims)) < 0) {
+		    (rank = static_dims(&x, n->input[0], dims)) < 0) {
 			i++;
 			continue;
 		}
 		Tensor t = {0};
 		if (is_shape) {
 			int64_t start, end;
-			if (attr_int(n, "start", 0, &start) < 0 || attr_int(n, "end", rank, &end) < 0)
+			if (attr_int(n, "start", 0, &start) < 0 || attr_int(n, "end", rank, &end) < 0) {
+				idx_free(&x);
 				return -1;
+			}
 			start = start < 0 ? start + rank : start;
 			end = end < 0 ? end + rank : end;
 			start = start < 0 ? 0 : start > rank ? rank : start;
 			end = end < start ? start : end > rank ? rank : end;
 			int64_t len = end - start;
-			if (tensor_alloc(&t, DT_INT64, 1, &len) < 0)
+			if (tensor_alloc(&t, DT_INT64, 1, &len) < 0) {
+				idx_free(&x);
 				return -1;
+			}
 			memcpy(t.data, dims + start, (size_t)len * sizeof *dims);
 		} else {
 			int64_t numel = shape_numel(rank, dims);
-			if (numel < 0 || tensor_alloc(&t, DT_INT64, 0, NULL) < 0)
+			if (numel < 0 || tensor_alloc(&t, DT_INT64, 0, NULL) < 0) {
+				idx_free(&x);
 				return -1;
+			}
 			memcpy(t.data, &numel, sizeof numel);
 		}
 		pg_add_init(g, n->output[0], &t);
 		pg_remove_node(g, i);
 		c->stat->changed++;
 	}
+	idx_free(&x);
 	return pg_each_subgraph(c, g, prep_shape);
 }

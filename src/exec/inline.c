@@ -63,34 +63,6 @@ static char *astr(Inlined *in, char *s)
 	return s;
 }
 
-static int same_domain(const char *a, const char *b)
-{
-	if (!a || !strcmp(a, "ai.onnx"))
-		a = "";
-	if (!b || !strcmp(b, "ai.onnx"))
-		b = "";
-	return !strcmp(a, b);
-}
-
-static int64_t opset_of(const Onnx__ModelProto *m, const Onnx__FunctionProto *f, const char *dom)
-{
-	for (size_t i = 0; f && i < f->n_opset_import; i++)
-		if (same_domain(f->opset_import[i]->domain, dom))
-			return f->opset_import[i]->version;
-	return model_opset(m, dom);
-}
-
-static const Onnx__FunctionProto *find_function(const Onnx__ModelProto *m, const char *dom,
-						 const char *name)
-{
-	for (size_t i = 0; name && i < m->n_functions; i++) {
-		const Onnx__FunctionProto *f = m->functions[i];
-		if (f->name && !strcmp(f->name, name) && same_domain(f->domain, dom))
-			return f;
-	}
-	return NULL;
-}
-
 /* "domain.name" of f for messages, in buf */
 static const char *fname(const Onnx__FunctionProto *f, char *buf, size_t size)
 {
@@ -347,9 +319,9 @@ static int rewrite_node(Inlined *in, const Call *call, const Scope *sc, const On
 		*changed = 1;
 	}
 	const char *dom = nn->domain ? nn->domain : "";
-	const Onnx__FunctionProto *f = find_function(in->m, dom, nn->op_type);
+	const Onnx__FunctionProto *f = model_function(in->m, dom, nn->op_type);
 	if (f) {
-		int64_t opset = opset_of(in->m, call ? call->f : NULL, dom);
+		int64_t opset = function_opset(in->m, call ? call->f : NULL, dom);
 		const OpDef *d = opset > 0 ? ops_find(dom, nn->op_type, opset) : NULL;
 		if (!d || !d->run) {
 			*changed = 1;
@@ -611,7 +583,7 @@ int64_t inlined_opset(const Inlined *in, const Onnx__ModelProto *m, const Onnx__
 		if (o)
 			f = o->f;
 	}
-	return opset_of(m, f, dom);
+	return function_opset(m, f, dom);
 }
 
 void inlined_free(Inlined *in)

@@ -314,36 +314,11 @@ static int check_output(const Onnx__NodeProto *n, size_t i, const ValueType *t)
 static int infer_graph(InferState *st, const Onnx__GraphProto *g, size_t nin,
 		       const ValueType *const *in, int is_main, ValueType *outs, size_t nouts);
 
-static int same_domain(const char *a, const char *b)
-{
-	if (!a || !strcmp(a, "ai.onnx"))
-		a = "";
-	if (!b || !strcmp(b, "ai.onnx"))
-		b = "";
-	return !strcmp(a, b);
-}
-
 /* opset of dom for the node being inferred: the function's own imports
  * inside a model-local function, else the model's */
 static int64_t node_opset(const InferState *st, const char *dom)
 {
-	if (st->fn) {
-		for (size_t i = 0; i < st->fn->n_opset_import; i++)
-			if (same_domain(st->fn->opset_import[i]->domain, dom))
-				return st->fn->opset_import[i]->version;
-	}
-	return model_opset(st->mp, dom);
-}
-
-static const Onnx__FunctionProto *find_function(const InferState *st, const char *dom,
-						 const char *name)
-{
-	for (size_t i = 0; i < st->mp->n_functions; i++) {
-		const Onnx__FunctionProto *f = st->mp->functions[i];
-		if (f->name && !strcmp(f->name, name) && same_domain(f->domain, dom))
-			return f;
-	}
-	return NULL;
+	return function_opset(st->mp, st->fn, dom);
 }
 
 static int graph_has_attr_ref(const Onnx__GraphProto *g);
@@ -643,7 +618,7 @@ static int infer_node(InferState *st, const Onnx__NodeProto *n, const StrMap *de
 		dom = "";
 	int64_t opset = node_opset(st, dom);
 	const OpDef *def = opset > 0 ? ops_find(dom, n->op_type, opset) : NULL;
-	const Onnx__FunctionProto *fn = def ? NULL : find_function(st, dom, n->op_type);
+	const Onnx__FunctionProto *fn = def ? NULL : model_function(st->mp, dom, n->op_type);
 	if (opset <= 0 && !fn) {
 		op_error(n, "domain '%s' is not imported by the model (no opset_import entry)",
 			 *dom ? dom : "ai.onnx");

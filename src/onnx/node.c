@@ -172,3 +172,30 @@ int function_attr_defaults(const Onnx__FunctionProto *f, PtrVec *out)
 	}
 	return 0;
 }
+
+int domain_eq(const char *a, const char *b)
+{
+	if (!a || !strcmp(a, "ai.onnx"))
+		a = "";
+	if (!b || !strcmp(b, "ai.onnx"))
+		b = "";
+	return !strcmp(a, b);
+}
+
+const Onnx__FunctionProto *model_function(const Onnx__ModelProto *m, const char *domain, const char *name)
+{
+	for (size_t i = 0; name && i < m->n_functions; i++) {
+		const Onnx__FunctionProto *f = m->functions[i];
+		if (f->name && !strcmp(f->name, name) && domain_eq(f->domain, domain))
+			return f;
+	}
+	return NULL;
+}
+
+int64_t function_opset(const Onnx__ModelProto *m, const Onnx__FunctionProto *f, const char *domain)
+{
+	for (size_t i = 0; f && i < f->n_opset_import; i++)
+		if (domain_eq(f->opset_import[i]->domain, domain))
+			return f->opset_import[i]->version;
+	return model_opset(m, domain);
+}

@@ -34,5 +34,12 @@ const char *node_input(const Onnx__NodeProto *n, size_t i);
  * onnx__attribute_proto__free_unpacked). -1 after error() when one is
  * unreadable (those appended before stay in out). */
 int function_attr_defaults(const Onnx__FunctionProto *f, PtrVec *out);
+/* whether domains a and b are the same ("", NULL and "ai.onnx" all name
+ * the default one) */
+int domain_eq(const char *a, const char *b);
+/* m's model-local function domain.name, or NULL */
+const Onnx__FunctionProto *model_function(const Onnx__ModelProto *m, const char *domain, const char *name);
+/* the opset of domain that f (NULL: none) imports, else the model's */
+int64_t function_opset(const Onnx__ModelProto *m, const Onnx__FunctionProto *f, const char *domain);
 
 #endif

@@ -6,14 +6,15 @@
 #
 # --bench adds BENCH_PKGS, which only the scripts in bench/ use (make check
 # and make example never pass it): Debian's torch to train the benchmark
-# models and the Fashion-MNIST images they are trained and scored on.
+# models, the Fashion-MNIST images they are trained and scored on, and
+# espeak-ng to speak the sentences silero-vad is calibrated and scored on.
 set -e
 PKGS="build-essential pkg-config make
 libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
 libxxhash-dev xxhash libarchive-dev libgit2-dev libinih-dev nettle-dev
 libopenblas-dev libjansson-dev
 python3 python3-venv git ninja-build zstd"
-BENCH_PKGS="python3-torch dataset-fashion-mnist"
+BENCH_PKGS="python3-torch dataset-fashion-mnist espeak-ng"
 case "$1" in
 "") ;;
 --bench) PKGS="$PKGS $BENCH_PKGS" ;;

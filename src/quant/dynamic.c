@@ -188,7 +188,8 @@ static int dyn_matmul(DCtx *c, Onnx__NodeProto *n, const char **why)
 	char *key = xasprintf("%s%s", w, transb ? "_transposed" : "");
 	size_t had = wc->wkey.n;
 	/* transB: W [N, K] is quantized straight into its transpose [K, N] */
-	int r = dyn_weight(wc, key, wp, transb, wt, wt == DT_INT8, c->o->per_channel ? 1 : -1, &q);
+	int pc = qc_per_channel(c->m, c->o, c->rep, wp, transb ? 0 : 1);
+	int r = pc < 0 ? -1 : dyn_weight(wc, key, wp, transb, wt, wt == DT_INT8, pc ? 1 : -1, &q);
 	free(key);
 	if (r < 0)
 		return -1;
@@ -228,11 +229,11 @@ static int dyn_conv(DCtx *c, Onnx__NodeProto *n, const char **why)
 	if (b && tensor_from_proto(c->m, bp, &bt) < 0)
 		return -1;
 	/* uint8 weights: ConvInteger's only weight type in onnxruntime */
-	int pc = c->o->per_channel;
+	int pc = qc_per_channel(c->m, c->o, c->rep, wp, 0);
 	const QWeight *q;
 	size_t had = wc->wkey.n;
 	char *key = xasprintf("%s (ConvInteger)", w);
-	int r = dyn_weight(wc, key, wp, 0, DT_UINT8, 1, pc ? 0 : -1, &q);
+	int r = pc < 0 ? -1 : dyn_weight(wc, key, wp, 0, DT_UINT8, 1, pc ? 0 : -1, &q);
 	free(key);
 	if (r < 0) {
 		tensor_free(&bt);
@@ -316,7 +317,12 @@ static int dyn_lstm_weight(DCtx *c, const Onnx__TensorProto *wp, const QWeight *
 		free(key);
 		return -1;
 	}
-	int pc = c->o->per_channel, dt = c->o->weight_type, sym = dt == DT_INT8 || pc;
+	int pc = qc_per_channel(c->m, c->o, c->rep, wp, 1), dt = c->o->weight_type, sym = dt == DT_INT8 || pc;
+	if (pc < 0) {
+		tensor_free(&t);
+		free(key);
+		return -1;
+	}
 	int64_t nd = t.dims[0], gh = t.dims[1], k = t.dims[2];
 	int64_t nch = pc ? nd * gh : nd, len = pc ? k : gh * k;   /* groups, values per group */
 	int64_t qd[3] = {nd, k, gh};

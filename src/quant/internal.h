@@ -78,6 +78,13 @@ Onnx__TensorProto *qc_proto_take(Tensor *t, const char *name);
 void qc_add_zp(Onnx__GraphProto *g, const char *name, int dtype, int rank, const int64_t *dims,
 	       const int32_t *zps, int64_t n);
 
+/* quantize.per-channel: does weight w (its output channels on axis, -1:
+ * none) get one scale per channel? Under auto, when with one 8-bit scale
+ * its channels keep less than PC_AUTO_DB of their signal on average (the
+ * mean of each channel's SQNR) and per-channel scales keep more; each
+ * decision goes to rep. 1, 0, or -1 (error) */
+#define PC_AUTO_DB 30.0
+int qc_per_channel(Model *m, const QuantOpts *o, QuantReport *rep, const Onnx__TensorProto *w, int axis);
 void qc_report_node(QuantReport *rep, const Onnx__NodeProto *n, const char *status, const char *reason);
 /* the same for node n of subgraph scope: named "scope/name" in quant.json */
 void qc_report_node_in(QuantReport *rep, const char *scope, const Onnx__NodeProto *n, const char *status,

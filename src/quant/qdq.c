@@ -33,6 +33,7 @@
 #include "onnx/node.h"
 #include "quant/internal.h"
 #include "quant/range.h"
+#include "strmap.h"
 
 /* onnxruntime's QDQ registry, plus the activations and reductions its
  * QOperator registry covers; sorted */
@@ -530,7 +531,7 @@ static int quant_node(Ctx *c, Onnx__NodeProto *n)
 		return any;
 	}
 	int axis = -1;
-	if (c->o->per_channel) {
+	if (c->o->per_channel == PC_ON || (c->o->per_channel == PC_AUTO && model_opset(c->m->proto, "") >= 13)) {
 		int64_t tb = 0;
 		if (!strcmp(op, "Conv"))
 			axis = 0;
@@ -543,6 +544,11 @@ static int quant_node(Ctx *c, Onnx__NodeProto *n)
 		} else {
 			axis = (int)init_of(c, w)->n_dims - 1;
 		}
+		int pc = qc_per_channel(c->m, c->o, c->rep, init_of(c, w), axis);
+		if (pc < 0)
+			return -1;
+		if (!pc)
+			axis = -1;
 	}
 	Ctx *wc;
 	size_t wi;
@@ -567,6 +573,97 @@ static int is_marked(const PtrVec *qn, const Onnx__NodeProto *n)
 		if (qn->v[i] == n)
 			return 1;
 	return 0;
+}
+
+/* does mark() add the quantized inputs and the outputs of n to a? 1 if
+ * any was new */
+static int mark_tensors(StrMap *a, const Onnx__NodeProto *n)
+{
+	int changed = 0, added;
+	for (size_t k = 0; k < n->n_input; k++)
+		if (*n->input[k] && quant_input(n->op_type, k)) {
+			strmap_add(a, n->input[k], &added);
+			changed |= added;
+		}
+	for (size_t k = 0; k < n->n_output; k++)
+		if (*n->output[k]) {
+			strmap_add(a, n->output[k], &added);
+			changed |= added;
+		}
+	return changed;
+}
+
+static int touches(const StrMap *a, const Onnx__NodeProto *n)
+{
+	for (size_t k = 0; k < n->n_input; k++)
+		if (*n->input[k] && quant_input(n->op_type, k) && strmap_find(a, n->input[k]))
+			return 1;
+	for (size_t k = 0; k < n->n_output; k++)
+		if (*n->output[k] && strmap_find(a, n->output[k]))
+			return 1;
+	return 0;
+}
+
+/* step 1, last part: a node that only moves values (the movers, Concat)
+ * is quantized only inside a quantized chain, i.e. when a tensor it reads
+ * or writes is read or written by quantized computation, directly or
+ * through other such nodes and Relu/Clip (folded in step 2). Elsewhere its
+ * Q/DQ pairs would round values no quantized operator reads: silero-vad's
+ * LSTM weights reordered by Slice and Concat, its LSTM state carried out
+ * through Unsqueeze and Concat to a graph output (8-bit state, clipped to
+ * the calibration's range, was most of its error). onnxruntime quantizes
+ * such nodes only after a quantized input (Direct8BitOp); here also before
+ * a quantized reader, which rounds the same tensor once either way. */
+static void prune_movers(Onnx__NodeProto **orig, size_t norig, char **status, char **why, PtrVec *qn)
+{
+	StrMap a = {0}, inq = {0};
+	for (size_t j = 0; j < qn->n; j++)
+		strmap_addb(&inq, &qn->v[j], sizeof qn->v[j], NULL);
+	char *cand = xcalloc(norig ? norig : 1, 1);
+	for (size_t i = 0; i < norig; i++) {
+		const Onnx__NodeProto *n = orig[i];
+		int mover = qc_in_list(movers, n->op_type) || !strcmp(n->op_type, "Concat");
+		if (!strmap_findb(&inq, &orig[i], sizeof orig[i]))
+			cand[i] = status[i] ? 0 : 3;  /* 3: a Relu/Clip step 2 may fold */
+		else if (mover)
+			cand[i] = 1;                   /* 1: a mover not (yet) in a chain */
+		else
+			mark_tensors(&a, n);           /* computation */
+	}
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (size_t i = 0; i < norig; i++) {
+			const Onnx__NodeProto *n = orig[i];
+			if (cand[i] == 1 && touches(&a, n)) {
+				cand[i] = 2;
+				mark_tensors(&a, n);
+				changed = 1;
+			} else if (cand[i] == 3 && n->n_input && n->n_output &&
+				   (strmap_find(&a, n->input[0]) || strmap_find(&a, n->output[0]))) {
+				int added;
+				strmap_add(&a, n->input[0], &added);
+				changed |= added;
+				strmap_add(&a, n->output[0], &added);
+				changed |= added;
+			}
+		}
+	}
+	strmap_free(&inq);
+	for (size_t i = 0; i < norig; i++)
+		if (cand[i] == 1) {
+			status[i] = "skipped";
+			why[i] = xasprintf("kept in float: no quantized operator reads or writes what this %s moves",
+					   orig[i]->op_type);
+			strmap_addb(&inq, &orig[i], sizeof orig[i], NULL);
+		}
+	size_t k = 0;
+	for (size_t j = 0; j < qn->n; j++)
+		if (!strmap_findb(&inq, &qn->v[j], sizeof qn->v[j]))
+			qn->v[k++] = qn->v[j];
+	qn->n = k;
+	free(cand);
+	strmap_free(&inq);
+	strmap_free(&a);
 }
 
 /* step 2: fold Relu/Clip r into its quantized producer; the producer, or
@@ -759,6 +856,7 @@ static int quant_graph(Ctx *c)
 		}
 	}
 	free(pattern);
+	prune_movers(orig, norig, status, why, &qn);
 	/* step 2 */
 	for (size_t i = 0; i < norig; i++) {
 		Onnx__NodeProto *n = orig[i];
@@ -864,7 +962,7 @@ int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, Quan
 	if (opset < 10)
 		return error("static quantization needs opset >= 10 (QuantizeLinear); the model imports opset %lld",
 			     (long long)opset);
-	if (o->per_channel && opset < 13)
+	if (o->per_channel == PC_ON && opset < 13)
 		return error("quantize.per-channel needs opset >= 13 (DequantizeLinear with axis); the model imports opset %lld",
 			     (long long)opset);
 	size_t nq = 0, nwhy = 0, norig = g->n_node;

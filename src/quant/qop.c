@@ -386,8 +386,10 @@ static int do_conv(Ctx *c, Onnx__NodeProto *n, const char **why)
 	if (rb <= 0)
 		return rb < 0 ? -1 : (*why = "its bias is not a float initializer of one value per channel", 0);
 	QWeight *q;
-	int r = out_target(c, n, &y, &yp) ? weight(c, w, wp, c->o->per_channel ? 0 : -1, c->o->per_channel, &q, why)
-					   : (*why = "no calibration statistics for its output", 0);
+	int pc = qc_per_channel(c->m, c->o, c->rep, wp, 0);
+	int r = pc < 0                        ? -1
+		: out_target(c, n, &y, &yp) ? weight(c, w, wp, pc ? 0 : -1, pc, &q, why)
+					    : (*why = "no calibration statistics for its output", 0);
 	if (r <= 0) {
 		tensor_free(&bt);
 		return r;
@@ -437,8 +439,8 @@ static int conv1x1(Ctx *c, const Onnx__NodeProto *n, const char *x, const Onnx__
 {
 	Onnx__TensorProto *wp = gemm_weight(c, bp, tb, alpha);
 	QWeight *q;
-	int r = wp ? weight(c, bp->name, wp, c->o->per_channel ? 0 : -1, 8 + c->o->per_channel + 2 * (int)tb, &q, why)
-		   : -1;
+	int pc = wp ? qc_per_channel(c->m, c->o, c->rep, wp, 0) : -1;
+	int r = pc >= 0 ? weight(c, bp->name, wp, pc ? 0 : -1, 8 + pc + 2 * (int)tb, &q, why) : -1;
 	if (wp)
 		onnx__tensor_proto__free_unpacked(wp, NULL);
 	if (r <= 0)

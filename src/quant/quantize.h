@@ -24,6 +24,7 @@
 
 #include "onnx/model.h"
 #include "quant/calib.h"
+#include "strmap.h"
 #include "util.h"
 
 enum { QMODE_STATIC, QMODE_DYNAMIC, QMODE_FP16 };
@@ -33,6 +34,8 @@ enum { QFMT_QDQ, QFMT_QOPERATOR };
  * (a weight's DequantizeLinear output takes the weight's own name, an
  * activation's T_dq; scales, zero points and the Q/DQ links are numbered) */
 enum { QNAMES_ORT, QNAMES_COMPACT };
+/* QuantOpts.per_channel */
+enum { PC_OFF, PC_ON, PC_AUTO };
 
 typedef struct QuantOpts {
 	int mode;                /* QMODE_* */
@@ -40,7 +43,7 @@ typedef struct QuantOpts {
 	int weight_type;         /* DT_INT8 or DT_UINT8 */
 	int act_type;            /* DT_UINT8, DT_INT8, DT_UINT16, DT_INT16 (static; 16-bit in QDQ only) */
 	int act_symmetric;       /* symmetric activation ranges (static) */
-	int per_channel;
+	int per_channel;         /* PC_*: per tensor, per channel, or per weight by its error */
 	int reduce_range;
 	int method;              /* CALIB_* (static) */
 	double percentile;       /* for CALIB_PERCENTILE */
@@ -60,6 +63,9 @@ typedef struct QuantReport {
 	StrBuf nodes;            /* JSON objects, comma-separated */
 	StrBuf tensors;          /* JSON members "name": {...}, comma-separated */
 	size_t nquantized, nskipped, nfolded;
+	StrBuf auto_pc;          /* per-channel = auto: JSON objects, one per weight decided */
+	size_t nauto_pc;         /* weights auto made per channel */
+	StrMap auto_seen;        /* weight name -> 1 + its decision */
 } QuantReport;
 
 /* op types the static QDQ rewrite quantizes ("Conv Gemm ...") */

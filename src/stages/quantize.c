@@ -23,8 +23,8 @@ static const StageParam params[] = {
 	 "activation type of static quantization (asymmetric; 16-bit in qdq only)"},
 	{"quantize.symmetric-activations", PARAM_BOOL, NULL, "false", 1,
 	 "static: symmetric activation ranges (zero point 0 for int8, 128 for uint8)"},
-	{"quantize.per-channel", PARAM_BOOL, NULL, "false", 1,
-	 "one weight scale per output channel (static needs opset >= 13)"},
+	{"quantize.per-channel", PARAM_ENUM, "auto|true|false|yes|no|on|off", "auto", 1,
+	 "one weight scale per output channel (static needs opset >= 13); auto: for a weight whose 8-bit per-tensor values keep under 30 dB of its signal"},
 	{"quantize.reduce-range", PARAM_BOOL, NULL, "false", 1,
 	 "7-bit weights (for CPUs without VNNI)"},
 	{"quantize.method", PARAM_ENUM, "minmax|percentile|entropy", "minmax", 1,
@@ -120,7 +120,8 @@ int quant_opts_read(const Section *sec, const char *model, QuantOpts *o)
 	o->weight_type = dtype_of(stage_param_value(sec, "quantize.weights"));
 	o->act_type = dtype_of(stage_param_value(sec, "quantize.activations"));
 	o->act_symmetric = is_true(stage_param_value(sec, "quantize.symmetric-activations"));
-	o->per_channel = is_true(stage_param_value(sec, "quantize.per-channel"));
+	const char *pcv = stage_param_value(sec, "quantize.per-channel");
+	o->per_channel = !strcmp(pcv, "auto") ? PC_AUTO : is_true(pcv) ? PC_ON : PC_OFF;
 	o->reduce_range = is_true(stage_param_value(sec, "quantize.reduce-range"));
 	o->method = !strcmp(meth, "percentile") ? CALIB_PERCENTILE : !strcmp(meth, "entropy") ? CALIB_ENTROPY : CALIB_MINMAX;
 	o->percentile = strtod(stage_param_value(sec, "quantize.percentile"), NULL);
@@ -217,8 +218,11 @@ void quant_json(StrBuf *sb, const char *model, const QuantOpts *o, const CalibSt
 			sb_printf(sb, ",\n  \"names\": \"%s\"", o->names == QNAMES_COMPACT ? "compact" : "onnxruntime");
 	}
 	if (o->mode != QMODE_FP16)
-		sb_printf(sb, ",\n  \"per_channel\": %s,\n  \"reduce_range\": %s", o->per_channel ? "true" : "false",
+		sb_printf(sb, ",\n  \"per_channel\": %s,\n  \"reduce_range\": %s",
+			  o->per_channel == PC_AUTO ? "\"auto\"" : o->per_channel ? "true" : "false",
 			  o->reduce_range ? "true" : "false");
+	if (rep->auto_pc.len)
+		sb_printf(sb, ",\n  \"per_channel_auto\": [\n    %s\n  ]", rep->auto_pc.buf);
 	else
 		sb_printf(sb, ",\n  \"keep_io_types\": %s", o->keep_io_types ? "true" : "false");
 	sb_printf(sb, ",\n  \"target\": \"%s\"", o->target_gpu ? "gpu" : "cpu");
@@ -260,8 +264,11 @@ static int run(StageCtx *c)
 		r = write_file_atomic(p, sb.buf, sb.len);
 		free(p);
 		sb_release(&sb);
-		fprintf(c->log, "quantize: %s: %s, %zu nodes quantized, %zu folded, %zu skipped, %lld -> %lld bytes\n",
+		fprintf(c->log, "quantize: %s: %s, %zu nodes quantized, %zu folded, %zu skipped, %lld -> %lld bytes",
 			c->model, sec_get(c->sec, "quantize"), rep.nquantized, rep.nfolded, rep.nskipped, before, after);
+		if (rep.nauto_pc)
+			fprintf(c->log, ", %zu weight%s per channel (auto)", rep.nauto_pc, rep.nauto_pc > 1 ? "s" : "");
+		fputc('\n', c->log);
 	}
 	quant_report_free(&rep);
 	calib_free(stats);
@@ -272,9 +279,10 @@ static int run(StageCtx *c)
 
 const Stage stage_quantize = {
 	.name = "quantize",
-	.version = 8,   /* 3: com.microsoft QLinear operators; 4: Constant weights hoisted; 5: DynamicQuantizeLSTM; 6: functions expanded;
+	.version = 9,   /* 3: com.microsoft QLinear operators; 4: Constant weights hoisted; 5: DynamicQuantizeLSTM; 6: functions expanded;
 			   7: decomposed normalizations and Gelus kept float; 8: quantize.names, stale value_info dropped,
-			   tensor names in quant.json */
+			   tensor names in quant.json; 9: data movement quantized only in a quantized chain,
+			   quantize.per-channel = auto */
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = NULL,

@@ -10,8 +10,7 @@
 # directory the pass rate and the coverage (supported models / all models).
 # Without filters the coverage of node tests must reach 95% (CONF_MIN_COVER):
 # what remains unsupported is random sampling (Bernoulli, RandomUniformLike,
-# training-mode Dropout), training operators, DFT/STFT, the windows and
-# MelWeightMatrix, and one Resize mode.
+# training-mode Dropout), training operators and one Resize mode.
 # Unsupported tests are listed one per line with CONF_VERBOSE=1.
 # QUANTMAKE names the binary (default: a fresh build in obj/conformance);
 # CONF_DATA the data root; CONF_DIRS the directories to walk.

@@ -12,8 +12,9 @@
 # twice: on the peak RSS, which also counts the code pages of the kernels
 # and libraries a model runs (its Conv kernels, say) and the
 # moment all initializers are loaded before any is packed, and on the
-# anonymous RSS after the timed runs (data only: weights, activations and
-# the pool's blocks, the model's structure, scratch buffers).
+# anonymous RSS after the timed runs (data only: weights, the activation
+# buffers, which hold live tensors and kernel scratch, the model's
+# structure and plans). Peak live counts kernel scratch (op_scratch) too.
 #
 #   sh bench/interp.sh [THREADS]      (default: all CPUs)
 #

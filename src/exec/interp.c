@@ -9,10 +9,14 @@
  * (frame storage for node outputs, the plan's loaded initializers, the
  * caller's inputs, or the enclosing frame's ref for outer values).
  *
- * Node outputs take their buffers from a pool of malloc'd blocks: a dead
- * tensor's block goes back to the pool and the next op_output() of a fitting
- * size reuses it. Blocks are ordinary owned tensor data, so a kernel that
- * frees a temporary made with op_output() needs nothing special.
+ * Node outputs and kernel scratch (op_scratch) take their buffers from a
+ * pool of malloc'd blocks: a dead tensor's block goes back to the pool and
+ * the next op_output() of a fitting size reuses it. Once runs repeat the
+ * same shapes, they come from one arena instead, at offsets planned from a
+ * recorded run (see Pattern). Kernels give outputs back only through the
+ * interpreter (op_output() again, or their release): an arena block
+ * cannot be free()d, so outputs leaving the interpreter are moved only
+ * when they are ordinary blocks, copied otherwise (take_outputs).
  *
  * Each step keeps an OpCache for its kernel (packed constant weights, say)
  * until the plan is freed, and tells the kernel which inputs are constants
@@ -166,6 +170,44 @@ typedef struct Block {
 	size_t cap;
 } Block;
 
+/* One block a run takes (see Pattern): its size, the events at which it
+ * was taken and given back, its offset in the arena. */
+typedef struct PatBlock {
+	size_t size;
+	size_t start, end;
+	size_t off;               /* PAT_ESCAPES: never given back (an output) */
+} PatBlock;
+
+#define PAT_ESCAPES SIZE_MAX
+
+enum { PAT_RECORD, PAT_REPLAY, PAT_OFF };
+
+typedef struct Pattern {
+	int state;                /* PAT_* for the next run */
+	int replaying;            /* this run: blocks come from the arena */
+	int recording;            /* this run: blocks are recorded */
+	int misses;               /* runs that did not follow the pattern */
+	PatBlock *b;              /* the recorded run's blocks, in order taken */
+	size_t nb, capb;
+	size_t *ev;               /* events: PAT_TAKE (the next block) or a block given back */
+	size_t nev, capev;
+	Block *live;              /* recording: blocks out now (p, id in cap) */
+	size_t nlive, caplive;
+	size_t cur, next;         /* replaying: next event, next block */
+	unsigned char *arena, *raw;
+	size_t arena_bytes;
+} Pattern;
+
+#define PAT_TAKE SIZE_MAX
+
+/* What a step's kernel asked op_scratch() for (thread-local while it runs). */
+typedef struct Scratch {
+	Interp *ip;
+	void *p[OP_SCRATCH_SLOTS];
+	size_t n[OP_SCRATCH_SLOTS];
+	struct Scratch *prev;
+} Scratch;
+
 struct Interp {
 	Model *m;
 	Inlined *inl;             /* the graph with model-local functions expanded */
@@ -177,6 +219,9 @@ struct Interp {
 	Block *pool;
 	size_t npool, cappool;
 	size_t pool_bytes;        /* capacity of the blocks in the pool */
+	Pattern pat;              /* the blocks runs take, served from one arena */
+	Block *shared;            /* bytes of equal folded constants (p) and their holders (cap) */
+	size_t nshared, capshared;
 	int *real_inputs;         /* indexes into main->inputs without initializer */
 	size_t nreal;
 	size_t weights;           /* bytes of constants held (not the kernels' caches) */
@@ -304,11 +349,280 @@ static void pool_put(Interp *ip, void *p)
 	}
 }
 
+/* ---- memory pattern ----
+ *
+ * Runs of the same shapes take and give back blocks of the same sizes in
+ * the same order. The first run records that order (its blocks come from
+ * the pool); its blocks are then placed in one arena, blocks never out at
+ * the same time sharing bytes (the largest first, each at the lowest
+ * offset that no block out during its lifetime covers), and the next runs
+ * take them from there as long as they follow the record: live tensors
+ * and free bytes together take about the peak live set, where the pool's
+ * blocks of sizes the next tensors could not use let them reach twice
+ * that, and nothing is dropped and faulted in again between runs (as
+ * onnxruntime's memory patterns). A run that departs from the record
+ * (other shapes, an If taking a branch of other sizes) finishes on the
+ * pool; the arena is freed at its end and the next run records anew, up
+ * to PAT_MISSES times, after which the pool alone serves. Blocks still out
+ * when the recorded run ended leave by free() (outputs moved to the
+ * caller, a body's results that If and Loop copy and free): replays
+ * malloc those. */
+#define PAT_MISSES 3
+#define PAT_MAX_BLOCKS 16384      /* more: recording and placing them (quadratic) cost too much */
+
+static size_t pat_round(size_t n)
+{
+	return n ? (n + 63) & ~(size_t)63 : 64;
+}
+
+static void pat_event(Pattern *pt, size_t e)
+{
+	if (pt->nev == pt->capev) {
+		pt->capev = pt->capev ? 2 * pt->capev : 256;
+		pt->ev = xreallocarray(pt->ev, pt->capev, sizeof *pt->ev);
+	}
+	pt->ev[pt->nev++] = e;
+}
+
+static int pat_in_arena(const Pattern *pt, const void *p)
+{
+	return pt->arena && (const unsigned char *)p >= pt->arena &&
+	       (const unsigned char *)p < pt->arena + pt->arena_bytes;
+}
+
+static void pat_record_take(Pattern *pt, void *p, size_t need)
+{
+	if (pt->nb == pt->capb) {
+		pt->capb = pt->capb ? 2 * pt->capb : 64;
+		pt->b = xreallocarray(pt->b, pt->capb, sizeof *pt->b);
+	}
+	if (pt->nlive == pt->caplive) {
+		pt->caplive = pt->caplive ? 2 * pt->caplive : 32;
+		pt->live = xreallocarray(pt->live, pt->caplive, sizeof *pt->live);
+	}
+	pt->b[pt->nb] = (PatBlock){.size = need, .start = pt->nev};
+	pt->live[pt->nlive++] = (Block){p, pt->nb++};
+	pat_event(pt, PAT_TAKE);
+}
+
+/* p given back while recording: the latest block out at p (an earlier
+ * one there left by free() and malloc gave its bytes again) */
+static void pat_record_give(Pattern *pt, void *p)
+{
+	for (size_t i = pt->nlive; i-- > 0;)
+		if (pt->live[i].p == p) {
+			pt->b[pt->live[i].cap].end = pt->nev;
+			pat_event(pt, pt->live[i].cap);
+			memmove(&pt->live[i], &pt->live[i + 1], (pt->nlive - i - 1) * sizeof *pt->live);
+			pt->nlive--;
+			return;
+		}
+}
+
+/* no pattern from now on: the pool alone serves */
+static void pat_off(Interp *ip)
+{
+	Pattern *pt = &ip->pat;
+	ip->trim = 1; /* the record's pages (trim_heap) */
+	pt->state = PAT_OFF;
+	pt->recording = pt->replaying = 0;
+	free(pt->b);
+	free(pt->ev);
+	free(pt->live);
+	pt->b = NULL;
+	pt->ev = NULL;
+	pt->live = NULL;
+	pt->nb = pt->capb = pt->nev = pt->capev = pt->nlive = pt->caplive = 0;
+}
+
+static void *buf_get(Interp *ip, size_t need)
+{
+	Pattern *pt = &ip->pat;
+	if (pt->replaying) {
+		if (pt->cur < pt->nev && pt->ev[pt->cur] == PAT_TAKE && pt->b[pt->next].size == need) {
+			const PatBlock *b = &pt->b[pt->next++];
+			pt->cur++;
+			return b->off == PAT_ESCAPES ? block_new(need ? need : 1) : pt->arena + b->off;
+		}
+		pt->replaying = 0; /* departs from the record */
+	}
+	void *p = pool_get(ip, need);
+	if (pt->recording && pt->nb == PAT_MAX_BLOCKS)
+		pat_off(ip); /* too many blocks */
+	if (pt->recording)
+		pat_record_take(pt, p, need);
+	return p;
+}
+
+static void buf_put(Interp *ip, void *p)
+{
+	Pattern *pt = &ip->pat;
+	if (!p)
+		return;
+	if (pat_in_arena(pt, p)) { /* the arena's bytes never go to the pool */
+		if (pt->replaying && pt->cur < pt->nev && pt->ev[pt->cur] != PAT_TAKE &&
+		    pt->arena + pt->b[pt->ev[pt->cur]].off == p)
+			pt->cur++;
+		else
+			pt->replaying = 0;
+		return;
+	}
+	pt->replaying = 0; /* a block the record never gave back */
+	if (pt->recording)
+		pat_record_give(pt, p);
+	pool_put(ip, p);
+}
+
+static int cmp_block(const void *x, const void *y)
+{
+	const PatBlock *a = *(const PatBlock *const *)x, *b = *(const PatBlock *const *)y;
+	if (a->size != b->size)
+		return a->size > b->size ? -1 : 1;
+	return a->start < b->start ? -1 : a->start > b->start;
+}
+
+static int cmp_off(const void *x, const void *y)
+{
+	const PatBlock *a = *(const PatBlock *const *)x, *b = *(const PatBlock *const *)y;
+	return a->off < b->off ? -1 : a->off > b->off;
+}
+
+/* place the recorded blocks (see above); the arena's size */
+static size_t pat_place(Pattern *pt)
+{
+	PatBlock **order = xcalloc(pt->nb ? pt->nb : 1, sizeof *order);
+	PatBlock **near = xcalloc(pt->nb ? pt->nb : 1, sizeof *near);
+	size_t n = 0, top = 0;
+	for (size_t i = 0; i < pt->nb; i++)
+		if (pt->b[i].off != PAT_ESCAPES)
+			order[n++] = &pt->b[i];
+	qsort(order, n, sizeof *order, cmp_block);
+	for (size_t i = 0; i < n; i++) {
+		PatBlock *x = order[i];
+		size_t nn = 0, off = 0, size = pat_round(x->size);
+		for (size_t j = 0; j < i; j++) /* placed blocks out at the same time */
+			if (order[j]->start < x->end && x->start < order[j]->end)
+				near[nn++] = order[j];
+		qsort(near, nn, sizeof *near, cmp_off);
+		for (size_t j = 0; j < nn && near[j]->off < off + size; j++) {
+			size_t e = near[j]->off + pat_round(near[j]->size);
+			if (e > off)
+				off = e;
+		}
+		x->off = off;
+		if (off + size > top)
+			top = off + size;
+	}
+	free(near);
+	free(order);
+	return top;
+}
+
+static void pat_begin(Interp *ip)
+{
+	Pattern *pt = &ip->pat;
+	pt->recording = pt->state == PAT_RECORD;
+	pt->replaying = pt->state == PAT_REPLAY;
+	if (pt->recording)
+		pt->nb = pt->nev = pt->nlive = 0;
+	pt->cur = pt->next = 0;
+}
+
+static void pat_free_arena(Pattern *pt)
+{
+	free(pt->raw);
+	pt->raw = pt->arena = NULL;
+	pt->arena_bytes = 0;
+}
+
+/* after a run (ok: it succeeded), when every block it took from the arena
+ * is back */
+static void pat_end(Interp *ip, int ok)
+{
+	Pattern *pt = &ip->pat;
+	if (pt->recording) {
+		pt->recording = 0;
+		if (!ok)
+			return; /* record the next one */
+		for (size_t i = 0; i < pt->nlive; i++) {
+			pt->b[pt->live[i].cap].off = PAT_ESCAPES;
+			pt->b[pt->live[i].cap].end = pt->nev;
+		}
+		free(pt->live); /* replays need only the blocks and events */
+		pt->live = NULL;
+		pt->nlive = pt->caplive = 0;
+		if (!pt->nb) {
+			pat_off(ip);
+			return;
+		}
+		size_t bytes = pat_place(pt);
+		pt->b = xreallocarray(pt->b, pt->nb, sizeof *pt->b); /* kept while replays follow it */
+		pt->ev = xreallocarray(pt->ev, pt->nev, sizeof *pt->ev);
+		pt->capb = pt->nb;
+		pt->capev = pt->nev;
+		while (ip->npool) /* the arena takes the pool's place */
+			pool_drop(ip, ip->npool - 1);
+		ip->trim = 1; /* the heap's pages those blocks held, once (trim_heap) */
+		if (bytes) {
+			pt->raw = block_new(bytes + 64);
+			pt->arena = (unsigned char *)(((uintptr_t)pt->raw + 63) & ~(uintptr_t)63);
+			pt->arena_bytes = bytes;
+		}
+		pt->state = PAT_REPLAY;
+		return;
+	}
+	if (pt->state != PAT_REPLAY)
+		return;
+	if (pt->replaying && pt->cur == pt->nev) {
+		pt->replaying = 0;
+		return;
+	}
+	pt->replaying = 0;
+	pat_free_arena(pt);
+	pt->state = PAT_RECORD;
+	if (++pt->misses >= PAT_MISSES)
+		pat_off(ip);
+}
+
+/* ---- kernel scratch (op_scratch) ---- */
+
+static _Thread_local Scratch *tl_scratch;
+
+void *op_scratch(int slot, size_t bytes)
+{
+	Scratch *sc = tl_scratch;
+	if (!sc || slot < 0 || slot >= OP_SCRATCH_SLOTS)
+		return NULL;
+	if (sc->p[slot] && sc->n[slot] >= bytes)
+		return sc->p[slot];
+	Interp *ip = sc->ip;
+	if (sc->p[slot]) {
+		buf_put(ip, sc->p[slot]);
+		ip->live -= ip->live >= sc->n[slot] ? sc->n[slot] : ip->live;
+	}
+	sc->p[slot] = buf_get(ip, bytes);
+	sc->n[slot] = bytes;
+	ip->live += bytes;
+	if (ip->live > ip->peak)
+		ip->peak = ip->live;
+	return sc->p[slot];
+}
+
+/* give back what the step's kernel took with op_scratch */
+static void scratch_end(Interp *ip, Scratch *sc)
+{
+	for (int i = 0; i < OP_SCRATCH_SLOTS; i++)
+		if (sc->p[i]) {
+			buf_put(ip, sc->p[i]);
+			ip->live -= ip->live >= sc->n[i] ? sc->n[i] : ip->live;
+		}
+}
+
 /* give a node-output tensor's storage back to the pool */
 static void release_tensor(Interp *ip, Tensor *t)
 {
 	if (t->owned && t->data) {
-		pool_put(ip, t->data);
+		buf_put(ip, t->data);
 		t->owned = 0;
 		t->data = NULL;
 	}
@@ -345,7 +659,7 @@ int op_output(RunCtx *c, size_t i, int dtype, int rank, const int64_t *dims)
 		ip->steal = NULL;
 		return 0;
 	}
-	t->data = pool_get(c->interp, t->nbytes);
+	t->data = buf_get(c->interp, t->nbytes);
 #ifdef __SANITIZE_ADDRESS__
 	/* sanitizer builds fill outputs with 0xff (NaN, -1) so the conformance
 	 * suite catches a kernel that leaves elements unwritten */
@@ -756,12 +1070,58 @@ static const Tensor *plan_const(const Plan *p, int s)
 	return &p->consts[s];
 }
 
+/* Equal folded constants share their bytes (silero-vad's two LSTM
+ * branches reorder the same weights alike: 0.5 MiB held twice). The
+ * bytes are then the Interp's (shared), counting their holders; each
+ * holder only borrows them, and release_const frees them with the last. */
+static Block *shared_find(Interp *ip, const void *p)
+{
+	for (size_t i = 0; p && i < ip->nshared; i++)
+		if (ip->shared[i].p == p)
+			return &ip->shared[i];
+	return NULL;
+}
+
+/* a constant folded before (in any plan) of t's type, shape and bytes,
+ * now shared with one more holder, or NULL; small ones are not looked
+ * for */
+static const Tensor *same_folded(Interp *ip, const Tensor *t)
+{
+	if (t->nbytes < 4096 || t->kind != TK_TENSOR || t->dtype == DT_STRING)
+		return NULL;
+	for (size_t i = 0; i < ip->plans.n; i++) {
+		Plan *q = ip->plans.v[i];
+		for (size_t s = 0; q->consts && s < q->nvals; s++) {
+			const Tensor *c = &q->consts[s];
+			if (q->vals[s].kind == V_INIT && q->vals[s].init < 0 && c->data &&
+			    (c->owned || shared_find(ip, c->data)) &&
+			    c->kind == TK_TENSOR && c->dtype == t->dtype && c->nbytes == t->nbytes &&
+			    c->rank == t->rank && !memcmp(c->dims, t->dims, sizeof *t->dims * (size_t)t->rank) &&
+			    !memcmp(c->data, t->data, t->nbytes)) {
+				Block *b = shared_find(ip, c->data);
+				if (!b) {
+					if (ip->nshared == ip->capshared) {
+						ip->capshared = ip->capshared ? 2 * ip->capshared : 8;
+						ip->shared = xreallocarray(ip->shared, ip->capshared, sizeof *ip->shared);
+					}
+					b = &ip->shared[ip->nshared++];
+					*b = (Block){c->data, 1};
+					q->consts[s].owned = 0;
+				}
+				b->cap++;
+				return c;
+			}
+		}
+	}
+	return NULL;
+}
+
 /* Constant folding: a node whose inputs are all initializers or folded
  * values (of this plan or an enclosing one: an If body reordering the
  * main graph's LSTM weights, say) runs once here and its outputs become
- * constants of the plan (up to 16 MiB each). Plans are folded parents
- * first. A node that fails is left to fail, with its message, when the
- * model runs. */
+ * constants of the plan (up to 16 MiB each); one equal to a constant
+ * folded before borrows its bytes. Plans are folded parents first. A node
+ * that fails is left to fail, with its message, when the model runs. */
 static void fold_constants(Interp *ip, Plan *p)
 {
 	for (size_t i = 0; i < p->nsteps; i++) {
@@ -795,10 +1155,17 @@ static void fold_constants(Interp *ip, Plan *p)
 			int s = st->out[k];
 			if (s < 0)
 				continue;
+			const Tensor *same = same_folded(ip, &res[k]);
 			p->consts[s] = res[k];
 			memset(&res[k], 0, sizeof res[k]);
 			p->vals[s].kind = V_INIT; /* bound like an initializer from now on */
-			ip->weights += p->consts[s].nbytes;
+			if (same) { /* borrowed: release_const leaves it alone */
+				free(p->consts[s].data);
+				p->consts[s].data = same->data;
+				p->consts[s].owned = 0;
+			} else {
+				ip->weights += p->consts[s].nbytes;
+			}
 		}
 		if (ok)
 			st->folded = 1;
@@ -1214,6 +1581,15 @@ static void release_const(Interp *ip, Plan *p, int s)
 	int init = p->vals[s].init;
 	if (!t->data || t->kind != TK_TENSOR || t->dtype == DT_STRING)
 		return;
+	Block *sh = shared_find(ip, t->data);
+	if (sh) { /* shared: the last holder frees the bytes */
+		if (--sh->cap > 0) {
+			t->data = NULL;
+			return;
+		}
+		*sh = ip->shared[--ip->nshared];
+		t->owned = 1;
+	}
 	/* expanded graphs share the model's arrays: leave the model alone */
 	Onnx__TensorProto *tp = init >= 0 && !ip->inl ? p->g->initializer[init] : NULL;
 	if (!t->owned) { /* borrowed raw_data */
@@ -1369,6 +1745,13 @@ void interp_free(Interp *ip)
 	for (size_t i = 0; i < ip->npool; i++)
 		free(ip->pool[i].p);
 	free(ip->pool);
+	for (size_t i = 0; i < ip->nshared; i++)
+		free(ip->shared[i].p);
+	free(ip->shared);
+	pat_free_arena(&ip->pat);
+	free(ip->pat.b);
+	free(ip->pat.ev);
+	free(ip->pat.live);
 	free(ip->real_inputs);
 	inlined_free(ip->inl);
 	free(ip);
@@ -1438,6 +1821,11 @@ void interp_stats(const Interp *ip, size_t *weights, size_t *peak_live)
 	*peak_live = ip->peak;
 }
 
+size_t interp_buffer_bytes(const Interp *ip)
+{
+	return ip->pat.arena_bytes + ip->pool_bytes;
+}
+
 void interp_set_tap(Interp *ip, void (*tap)(void *ud, const char *name, const Tensor *t), void *ud)
 {
 	ip->o.tap = tap;
@@ -1449,6 +1837,8 @@ void interp_set_tap(Interp *ip, void (*tap)(void *ud, const char *name, const Te
 static void frame_clear(Interp *ip, Frame *f)
 {
 	for (size_t s = 0; s < f->plan->nvals; s++) {
+		if (f->plan->vals[s].kind == V_NODE && f->t[s].owned) /* outputs, and values left by an error */
+			ip->live -= ip->live >= f->t[s].nbytes ? f->t[s].nbytes : ip->live;
 		if (f->plan->vals[s].kind == V_NODE)
 			release_tensor(ip, &f->t[s]);
 		f->ref[s] = NULL;
@@ -1576,6 +1966,7 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 		if (r == 0 && sm && (!f->ref[sm->in] || !takes_value(n, f->ref[sm->in])))
 			r = error("node '%s' (%s): the fused Add's input '%s' has no tensor value",
 				  node_label(n, lb, sizeof lb), n->op_type, p->vals[sm->in].name);
+		Scratch sc = {.ip = ip, .prev = tl_scratch};
 		if (r == 0) {
 			RunCtx c = {
 				.node = n, .opset = st->opset, .nin = nrun, .nout = nout,
@@ -1586,7 +1977,9 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 			Frame *saved = ip->cur;
 			ip->cur = f;
 			ip->steal = st->steal ? &f->t[st->in[0]] : NULL;
+			tl_scratch = &sc;
 			r = gl ? gelu_erf_run(&c, gl->xin, gl->rank, &gl->g) : st->def->run(&c);
+			tl_scratch = sc.prev;
 			if (r == 0 && p->readers && fusing && (st->cache.packed & ~st->counted))
 				note_packed(ip, p, st);
 			ip->steal = NULL;
@@ -1618,8 +2011,9 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 				ip->live += t->nbytes;
 			}
 		}
-		if (ip->live > ip->peak)
+		if (ip->live > ip->peak) /* the step's scratch counts too */
 			ip->peak = ip->live;
+		scratch_end(ip, &sc);
 		for (size_t k = 0; k < nout; k++)
 			release_tensor(ip, &scratch[k]);
 		if (ins != inbuf)
@@ -1642,7 +2036,7 @@ static int run_frame(Interp *ip, Frame *f, int tap)
 }
 
 /* hand the frame's outputs to the caller: move node outputs, copy others */
-static int take_outputs(Frame *f, size_t nout, Tensor *out)
+static int take_outputs(Interp *ip, Frame *f, size_t nout, Tensor *out)
 {
 	Plan *p = f->plan;
 	for (size_t i = 0; i < nout; i++)
@@ -1653,7 +2047,10 @@ static int take_outputs(Frame *f, size_t nout, Tensor *out)
 		for (size_t j = i + 1; j < nout; j++)
 			if (p->outputs[j] == s)
 				later = 1;
-		if (p->vals[s].kind == V_NODE && !later && f->t[s].owned) {
+		if (p->vals[s].kind == V_NODE && !later && f->t[s].owned &&
+		    !pat_in_arena(&ip->pat, f->t[s].data)) { /* arena bytes are copied: they cannot leave by free() */
+			/* the caller's now (a subgraph's kernel counts its own outputs) */
+			ip->live -= ip->live >= f->t[s].nbytes ? f->t[s].nbytes : ip->live;
 			out[i] = f->t[s];
 			memset(&f->t[s], 0, sizeof f->t[s]);
 			f->ref[s] = NULL;
@@ -1824,10 +2221,12 @@ int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *ou
 		for (size_t i = 0; i < p->ninputs; i++)
 			ip->o.tap(ip->o.tap_ud, p->vals[p->inputs[i]].name, f->ref[p->inputs[i]]);
 	ip->live = 0;
+	pat_begin(ip);
 	int r = run_frame(ip, f, 1);
 	if (r == 0)
-		r = take_outputs(f, nout, out);
+		r = take_outputs(ip, f, nout, out);
 	frame_clear(ip, f);
+	pat_end(ip, r == 0);
 	ip->live = 0;
 	trim_heap(ip);
 	return r;
@@ -1894,7 +2293,7 @@ int run_subgraph(RunCtx *c, const Onnx__GraphProto *g, size_t nin,
 	if (r == 0)
 		r = run_frame(ip, &f, 1);
 	if (r == 0)
-		r = take_outputs(&f, nout, out);
+		r = take_outputs(ip, &f, nout, out);
 	frame_clear(ip, &f);
 	free(f.t);
 	free(f.ref);

@@ -74,10 +74,15 @@ void interp_set_tap(Interp *ip, void (*tap)(void *ud, const char *name, const Te
 
 /* Memory figures: bytes of constants held now (initializers, constants
  * folded at plan time and the copies kernels keep in their own layouts;
- * not those release_consts freed), and the
- * highest total of node outputs alive at once over all runs so far (buffers
- * freed after their last consumer are not counted). */
+ * not those release_consts freed), and the highest total of node outputs
+ * and kernel scratch (op_scratch) alive at once over all runs so far
+ * (buffers freed after their last consumer are not counted). */
 void interp_stats(const Interp *ip, size_t *weights, size_t *peak_live);
+
+/* Bytes held for activations between runs: the arena that runs of one
+ * shape take their tensors and kernel scratch from, and the free blocks
+ * of the pool that serves other runs (see interp.c). */
+size_t interp_buffer_bytes(const Interp *ip);
 
 /* "A-7 is not supported"-style check of every node (main graph and
  * subgraphs) without loading initializers: 0 if all are supported, else -1

@@ -389,6 +389,19 @@ static int run_samples(Interp *ip, const char *const *specs, size_t nspecs, int 
 	return r;
 }
 
+/* whether a and b hold the same bytes (sequences and optionals: the same
+ * elements) */
+static int same_value(const Tensor *a, const Tensor *b)
+{
+	if (a->kind != b->kind || a->dtype != b->dtype || a->nbytes != b->nbytes || a->nitems != b->nitems ||
+	    (a->nbytes && memcmp(a->data, b->data, a->nbytes)))
+		return 0;
+	for (int64_t i = 0; i < a->nitems; i++)
+		if (!same_value(&a->items[i], &b->items[i]))
+			return 0;
+	return 1;
+}
+
 /* the process's resident anonymous memory in KiB (RssAnon, Linux): data
  * without the pages of the binary and its libraries, which the kernels a
  * model runs fault in; -1 where unknown */
@@ -648,8 +661,7 @@ int cmd_run(int argc, char **argv)
 			sum += lat[b];
 			/* reused buffers must not change results */
 			for (size_t i = 0; i < nout && rc == 0; i++)
-				if (tmp[i].nbytes != out[i].nbytes || tmp[i].dtype != out[i].dtype ||
-				    memcmp(tmp[i].data, out[i].data, out[i].nbytes)) {
+				if (!same_value(&tmp[i], &out[i])) {
 					fprintf(stderr, "%s: run %d: output '%s' differs from the first run\n",
 						argv0, b + 2, interp_output_name(ip, i));
 					rc = 1;
@@ -666,8 +678,8 @@ int cmd_run(int argc, char **argv)
 			       mean * 1e3, lat[(bench - 1) / 2] * 1e3, lat[(int)ceil(0.9 * bench) - 1] * 1e3,
 			       bench, threads, 1.0 / mean);
 			long anon = rss_anon_kib();
-			printf("memory: weights %.2f MiB, peak live activations %.2f MiB", wb / 1048576.0,
-			       pk / 1048576.0);
+			printf("memory: weights %.2f MiB, peak live activations %.2f MiB, activation buffers %.2f MiB",
+			       wb / 1048576.0, pk / 1048576.0, interp_buffer_bytes(ip) / 1048576.0);
 			if (anon >= 0)
 				printf(", anonymous RSS %.2f MiB", anon / 1024.0);
 			printf("\n");

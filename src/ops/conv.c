@@ -212,14 +212,18 @@ typedef struct Im2col {
 	int64_t ld;               /* elements per row of the unfolded matrix */
 } Im2col;
 
-/* Scratch of the calling thread, kept between calls: unfolded tiles of
- * megabytes were otherwise mapped and faulted in afresh on every call.
- * slots 0, 1 and 2 are separate buffers. */
+/* Scratch: the running step's (op_scratch) in the interpreter, else the
+ * calling thread's own, kept between calls: unfolded tiles of megabytes
+ * were otherwise mapped and faulted in afresh on every call. Slots 0, 1
+ * and 2 are separate buffers. */
 static _Thread_local void *scratch_p[3];
 static _Thread_local size_t scratch_n[3];
 
 static void *conv_scratch(int slot, size_t bytes)
 {
+	void *p = op_scratch(OP_SCRATCH_KERNEL + slot, bytes);
+	if (p)
+		return p;
 	if (scratch_n[slot] < bytes) {
 		free(scratch_p[slot]);
 		scratch_p[slot] = xmalloc(bytes);
@@ -463,9 +467,10 @@ typedef struct Implicit {
 	float *y;
 	FgemmA **pa;
 	const int64_t *tab;
-	float *bufs;              /* per thread: fgemm_buf_floats(), or NULL */
+	float *bufs;              /* per thread: piece floats, or NULL */
 	int64_t pieces;
 	int threads;              /* for fgemm when bufs is NULL */
+	size_t piece;             /* fgemm_buf_floats() of one product */
 } Implicit;
 
 /* products [lo, hi) of an Implicit (product i: image i / G, group i % G) */
@@ -474,7 +479,7 @@ static void implicit_run(void *arg, int64_t lo, int64_t hi)
 	const Implicit *im = arg;
 	const ConvShape *cs = im->cs;
 	int64_t cg = cs->C / cs->G, mg = cs->M / cs->G, all = cs->N * cs->G;
-	float *buf = im->bufs ? im->bufs + (size_t)((lo * im->pieces + all - 1) / all) * fgemm_buf_floats() : NULL;
+	float *buf = im->bufs ? im->bufs + (size_t)((lo * im->pieces + all - 1) / all) * im->piece : NULL;
 	for (int64_t i = lo; i < hi; i++) {
 		int64_t n = i / cs->G, g = i % cs->G;
 		ConvFill f = {cs, im->x + (n * cs->C + g * cg) * cs->isz, im->tab};
@@ -491,10 +496,11 @@ static void conv_gemm_implicit(const ConvShape *cs, const float *x, const float 
 {
 	int64_t all = cs->N * cs->G;
 	int64_t *tab = conv_fill_table(cs, cs->C / cs->G);
-	Implicit im = {cs, x, bias, clamp, y, pa, tab, NULL, 1, cs->threads};
+	Implicit im = {cs, x, bias, clamp, y, pa, tab, NULL, 1, cs->threads,
+		       fgemm_buf_floats(cs->osz, cs->C / cs->G * cs->ksz)};
 	int thr = cs->threads < all ? cs->threads : (int)all;
 	if (thr > 1) {
-		im.bufs = conv_scratch(0, sizeof(float) * fgemm_buf_floats() * (size_t)thr);
+		im.bufs = conv_scratch(0, sizeof(float) * im.piece * (size_t)thr);
 		im.pieces = thr;
 	}
 	nn_parallel(thr, all, implicit_run, &im);

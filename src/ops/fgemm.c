@@ -391,11 +391,29 @@ typedef struct Job {
 	int beta;
 	const float *bias;        /* per row of c, or NULL */
 	const float *clamp;       /* {lo, hi} applied to the final results, or NULL */
-	float *bufs;              /* per piece: NC * KC + MR * KC floats */
+	float *bufs;              /* per piece: panel + edge floats */
 	int64_t pieces;
+	size_t panel, piece;      /* floats of b's panels, of a piece (see job_sizes) */
 } Job;
 
-#define PIECE_FLOATS ((size_t)(NC + MR) * KC)
+/* floats of packed panels of b for n columns of depth k: one block of
+ * NC columns by KC, or less for a smaller product */
+static size_t panel_floats(int64_t n, int64_t k)
+{
+	int64_t nc = (n + NR - 1) / NR * NR, kc = k < KC ? k : KC;
+	return (size_t)((nc < NC ? nc : NC) * kc);
+}
+
+/* a piece's buffer: b's panels unless b comes packed, then a last strip
+ * of fewer than MR rows of a unless a comes packed */
+static void job_sizes(Job *g)
+{
+	int64_t kc = g->k < KC ? g->k : KC;
+	g->panel = g->pb ? 0 : panel_floats(g->n, g->k);
+	g->piece = g->panel + (g->pa || g->m % MR == 0 ? 0 : (size_t)(MR * kc));
+	if (!g->piece)
+		g->piece = 1;
+}
 
 /* columns [panel lo, panel hi) of the product, in NR-wide panels; piece
  * ceil(lo * pieces / panels), as nn_parallel splits, picks the buffer */
@@ -403,8 +421,8 @@ static void run_cols(void *arg, int64_t plo, int64_t phi)
 {
 	const Job *g = arg;
 	int64_t panels = (g->n + NR - 1) / NR;
-	float *buf = g->bufs + (size_t)((plo * g->pieces + panels - 1) / panels) * PIECE_FLOATS;
-	float *edge = buf + (size_t)NC * KC;  /* a last strip of fewer than MR rows, zero-padded */
+	float *buf = g->bufs + (size_t)((plo * g->pieces + panels - 1) / panels) * g->piece;
+	float *edge = buf + g->panel;  /* a last strip of fewer than MR rows, zero-padded */
 	float t[MR * NR] __attribute__((aligned(64)));
 	int64_t sr = g->pa ? g->pa->mr : MR;   /* rows per strip */
 	/* column blocks of NC start at multiples of NC (the layout of a
@@ -457,10 +475,24 @@ static void run_cols(void *arg, int64_t plo, int64_t phi)
 	}
 }
 
-/* packing buffers of the calling thread, kept between calls so that
- * repeated products do not fault in fresh pages */
+/* packing buffers of the calling thread: the running step's scratch in
+ * the interpreter (op_scratch), else one of the thread's own, kept between
+ * calls so that repeated products do not fault in fresh pages */
 static _Thread_local float *tl_buf;
 static _Thread_local size_t tl_cap;
+
+static float *pack_buf(size_t floats)
+{
+	float *p = op_scratch(OP_SCRATCH_FGEMM, sizeof(float) * floats);
+	if (p)
+		return p;
+	if (tl_cap < floats) {
+		free(tl_buf);
+		tl_buf = xmalloc(sizeof(float) * floats);
+		tl_cap = floats;
+	}
+	return tl_buf;
+}
 
 static void run(Job *g, int threads)
 {
@@ -479,18 +511,13 @@ static void run(Job *g, int threads)
 		threads = (int)panels;
 	if (threads < 1)
 		threads = 1;
+	job_sizes(g);
 	if (g->bufs) {  /* the caller's buffer: this thread only */
 		g->pieces = 1;
 		run_cols(g, 0, panels);
 		return;
 	}
-	size_t need = (size_t)threads * PIECE_FLOATS;
-	if (tl_cap < need) {
-		free(tl_buf);
-		tl_buf = xmalloc(sizeof(float) * need);
-		tl_cap = need;
-	}
-	g->bufs = tl_buf;
+	g->bufs = pack_buf((size_t)threads * g->piece);
 	g->pieces = threads;
 	nn_parallel(threads, panels, run_cols, g);
 }
@@ -503,9 +530,10 @@ void fgemm_packed(const FgemmA *a, int64_t n, const float *b, int64_t ldb, const
 	run(&g, threads);
 }
 
-size_t fgemm_buf_floats(void)
+size_t fgemm_buf_floats(int64_t n, int64_t k)
 {
-	return PIECE_FLOATS;
+	size_t f = panel_floats(n, k);
+	return f ? f : 1;
 }
 
 void fgemm_packed_fill(const FgemmA *a, int64_t n, FgemmFill fill, void *ctx, const float *bias,
@@ -526,16 +554,11 @@ void fgemm_packed_b(int64_t m, const float *a, int64_t lda, const FgemmB *b, flo
 static void fgemm_small(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
 			const float *bias, float *c, int64_t ldc)
 {
-	size_t need = (size_t)(n * k);
-	if (tl_cap < need) {
-		free(tl_buf);
-		tl_buf = xmalloc(sizeof(float) * need);
-		tl_cap = need;
-	}
+	float *bt = pack_buf((size_t)(n * k));
 	for (int64_t kk = 0; kk < k; kk++)
 		for (int64_t j = 0; j < n; j++)
-			tl_buf[j * k + kk] = b[kk * ldb + j];
-	small_rows(m, n, k, a, lda, tl_buf, bias, c, ldc);
+			bt[j * k + kk] = b[kk * ldb + j];
+	small_rows(m, n, k, a, lda, bt, bias, c, ldc);
 }
 
 void fgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,

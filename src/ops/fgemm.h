@@ -44,13 +44,13 @@ void fgemm_packed(const FgemmA *a, int64_t n, const float *b, int64_t ldb, const
 typedef void (*FgemmFill)(void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *bp);
 /* c[m, n] = a * b + bias[m] (bias may be NULL) with b from fill, each
  * result clamped as it is stored when clamp ({lo, hi}: v < lo ? lo : v,
- * then v > hi ? hi : v, as Clip does; NULL: none); buf: fgemm_buf_floats()
- * floats of scratch for a call that stays in this thread (for callers that
- * run their own threads), or NULL: the calling thread's own, and up to
- * threads threads */
+ * then v > hi ? hi : v, as Clip does; NULL: none); buf: fgemm_buf_floats(n,
+ * a->k) floats of scratch for a call that stays in this thread (for
+ * callers that run their own threads), or NULL: fgemm's own (op_scratch()
+ * or the calling thread's), and up to threads threads */
 void fgemm_packed_fill(const FgemmA *a, int64_t n, FgemmFill fill, void *ctx, const float *bias,
 		       const float *clamp, float *c, int64_t ldc, int threads, float *buf);
-size_t fgemm_buf_floats(void);
+size_t fgemm_buf_floats(int64_t n, int64_t k);
 
 /* The right operand read in place: row kk of b is b + off[kk] (a padded,
  * phase-split input image: a direct convolution), its n columns the

@@ -130,6 +130,17 @@ typedef struct RunCtx {
 int op_output(RunCtx *c, size_t i, int dtype, int rank, const int64_t *dims);
 /* 0 when input i is present, else -1 with op_error "missing input i" */
 int run_need(RunCtx *c, size_t i);
+/* Scratch memory of the running kernel: slot's buffer (a kernel and what
+ * it calls use up to OP_SCRATCH_SLOTS at once: fgemm's packing buffer and
+ * three of the kernel's own: conv.c's unfolded tiles and padded planes,
+ * rnn.c's states), at least bytes long, valid until the kernel returns or
+ * asks the slot for more (its contents are then lost). In the
+ * interpreter's thread while a step runs, it comes from the interpreter's
+ * buffers and counts among the live activations (interp_stats); elsewhere
+ * (other threads, constant folding, shape inference) it is NULL and the
+ * caller uses a buffer of its own. */
+enum { OP_SCRATCH_FGEMM, OP_SCRATCH_KERNEL, OP_SCRATCH_SLOTS = OP_SCRATCH_KERNEL + 3 };
+void *op_scratch(int slot, size_t bytes);
 /* Run a subgraph (If/Loop/Scan body) on the given inputs with the outer
  * scope visible; outputs are allocated by the callee (caller tensor_free()s). */
 int run_subgraph(RunCtx *c, const Onnx__GraphProto *g, size_t nin,

@@ -303,10 +303,12 @@ static const float *rnn_f32(RunCtx *c, size_t i, float **tmp)
 	return rc->f[i];
 }
 
-/* n floats (at least one) */
-static float *falloc(int64_t n)
+/* n floats of op_scratch's slot (OP_SCRATCH_KERNEL + k), else malloc'd
+ * into *own for the caller to free */
+static float *rnn_scratch(int k, size_t n, float **own)
 {
-	return xcalloc(n > 0 ? (size_t)n : 1, sizeof(float));
+	float *p = op_scratch(OP_SCRATCH_KERNEL + k, sizeof(float) * (n ? n : 1));
+	return p ? p : (*own = xmalloc(sizeof(float) * (n ? n : 1)));
 }
 
 static const Tensor *opt_in(RunCtx *c, size_t i)
@@ -327,8 +329,9 @@ static void rec_proj(int64_t rows, int64_t n, int64_t k, const float *h, int64_t
 	if (fgemm_available() && rows == 1) {
 		fgemm(n, 1, k, R, k, h, 1, NULL, 0, out, 1, threads);
 	} else if (fgemm_available()) {
-		float *ht = xmalloc(sizeof *ht * (size_t)(k * rows));
-		float *ot = xmalloc(sizeof *ot * (size_t)(n * rows));
+		/* the step's scratch (both in one slot), else malloc'd */
+		float *own = NULL, *ht = rnn_scratch(1, (size_t)((k + n) * rows), &own);
+		float *ot = ht + k * rows;
 		for (int64_t r = 0; r < rows; r++)
 			for (int64_t kk = 0; kk < k; kk++)
 				ht[kk * rows + r] = h[r * ldh + kk];
@@ -336,8 +339,7 @@ static void rec_proj(int64_t rows, int64_t n, int64_t k, const float *h, int64_t
 		for (int64_t r = 0; r < rows; r++)
 			for (int64_t j = 0; j < n; j++)
 				out[r * ldo + j] = ot[j * rows + r];
-		free(ht);
-		free(ot);
+		free(own);
 	} else if (rows == 1) {
 		cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)k, 1.0f, R, (int)k, h, 1, 0.0f, out, 1);
 	} else {
@@ -393,7 +395,7 @@ static int rnn_run_cell(RunCtx *c, int cell, const RnnGemm *q)
 		dy[0] = seq; dy[1] = nd; dy[2] = batch; dy[3] = hid;
 	}
 	int ret = -1;
-	float *xw = NULL, *hr = NULL, *h = NULL, *cs = NULL, *tmp = NULL, *gates = NULL;
+	float *xw = NULL, *hr = NULL, *h = NULL, *cs = NULL, *tmp = NULL, *gates = NULL, *st_own = NULL;
 	/* float32 views of the inputs (in[i] -> fin[i], copies in ftmp[i]) and
 	 * float32 buffers of the outputs (copies in otmp) */
 	float *ftmp[8] = {0}, *otmp[3] = {0};
@@ -410,12 +412,15 @@ static int rnn_run_cell(RunCtx *c, int cell, const RnnGemm *q)
 	int yseq = c->node->n_output > 0 && *c->node->output[0];
 	for (int64_t i = 0; i < batch; i++)
 		maxlen = lens[i] > maxlen ? lens[i] : maxlen;
-	xw = falloc(rows * gh);
-	hr = falloc(batch * gh);
-	h = falloc(batch * hid);
-	cs = falloc(batch * hid);
-	tmp = falloc(batch * hid);
-	gates = falloc(gh);
+	/* the states in one zeroed block of the step's scratch (else malloc'd) */
+	size_t nst = (size_t)(rows * gh + batch * gh + 3 * batch * hid + gh);
+	xw = rnn_scratch(0, nst, &st_own);
+	memset(xw, 0, sizeof *xw * nst);
+	hr = xw + rows * gh;
+	h = hr + batch * gh;
+	cs = h + batch * hid;
+	tmp = cs + batch * hid;
+	gates = tmp + batch * hid;
 	const float *X = fin[0];
 	for (int di = 0; di < a.ndir; di++) {
 		const float *W = q ? NULL : fin[1] + di * gh * isz;
@@ -555,12 +560,7 @@ out:
 	for (size_t i = 0; i < 3; i++)
 		free(otmp[i]);
 	free(lens);
-	free(xw);
-	free(hr);
-	free(h);
-	free(cs);
-	free(tmp);
-	free(gates);
+	free(st_own);
 	return ret;
 }
 

@@ -1,10 +1,10 @@
 /* elem.c — input/output conversion for the elementwise kernels (see elem.h). */
 #include "ops/elem.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/par.h"
 #include "util.h"
 
 int elem_is_half(int dt)
@@ -178,52 +178,17 @@ int elem_infer_like(InferCtx *c, size_t out, size_t in, int elem)
 	return 0;
 }
 
-typedef struct ParJob {
-	int (*fn)(void *arg, int64_t lo, int64_t hi);
-	void *arg;
-	int64_t lo, hi;
-	int rc;
-} ParJob;
-
-static void *par_main(void *p)
-{
-	ParJob *j = p;
-	j->rc = j->fn(j->arg, j->lo, j->hi);
-	return NULL;
-}
-
 int elem_parallel(int threads, int64_t n, int64_t grain,
 		  int (*fn)(void *arg, int64_t lo, int64_t hi), void *arg)
 {
-	enum { MAXT = 64 };
-	ParJob job[MAXT];
-	pthread_t tid[MAXT];
-	int started[MAXT] = {0};
 	if (grain < 1)
 		grain = 1;
 	int64_t t = n / grain;
 	if (t > threads)
 		t = threads;
-	if (t > MAXT)
-		t = MAXT;
 	if (t <= 1)
 		return fn(arg, 0, n);
-	for (int64_t k = 0; k < t; k++) {
-		job[k] = (ParJob){fn, arg, n * k / t, n * (k + 1) / t, 0};
-		if (k > 0)
-			started[k] = pthread_create(&tid[k], NULL, par_main, &job[k]) == 0;
-	}
-	job[0].rc = fn(arg, job[0].lo, job[0].hi);
-	for (int64_t k = 1; k < t; k++) {
-		if (started[k])
-			pthread_join(tid[k], NULL);
-		else  /* no thread to be had: run it here */
-			job[k].rc = fn(arg, job[k].lo, job[k].hi);
-	}
-	for (int64_t k = 0; k < t; k++)
-		if (job[k].rc)
-			return job[k].rc;
-	return 0;
+	return par_run((int)t, n, fn, arg);
 }
 
 Tensor elem_slice(const Tensor *t, int64_t lo, int64_t hi)

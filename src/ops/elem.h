@@ -172,9 +172,10 @@ int eio_output(ElemIO *e, size_t i, int dt, int rank, const int64_t *dims, Tenso
 int eio_end(ElemIO *e, int rc);
 
 /* Run fn(arg, lo, hi) over [0, n) split into at most `threads` contiguous
- * ranges of at least `grain` elements, one per thread (the caller's thread
- * takes the first); returns the first nonzero result of fn, else 0. Ranges
- * are fixed by (n, threads, grain), so results do not depend on timing. */
+ * ranges of at least `grain` elements, one per thread of the worker pool
+ * (ops/par.h; the caller's thread takes the first); returns the first
+ * nonzero result of fn, else 0. Ranges are fixed by (n, threads, grain),
+ * so results do not depend on timing. */
 int elem_parallel(int threads, int64_t n, int64_t grain,
 		  int (*fn)(void *arg, int64_t lo, int64_t hi), void *arg);
 /* view of elements [lo, hi) of a whole-byte tensor as a 1-D tensor */

@@ -504,7 +504,9 @@ static void run(Job *g, int threads)
 		return;
 	}
 	int64_t panels = (g->n + NR - 1) / NR;
-	/* a thread costs about as much as 2 MFLOP */
+	/* at least 4 MFLOP (some 30 us) a thread: waking a pool worker costs
+	 * only about 4 us, but smaller products measured no faster split
+	 * (bench/README.md, "One worker pool") */
 	if (threads > 1 && 2 * g->m * g->n * g->k < (int64_t)threads * 4000000)
 		threads = 1;
 	if (threads > panels)

@@ -2,10 +2,10 @@
 #include "ops/nn.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/par.h"
 #include "ops/shapeutil.h"
 #include "util.h"
 
@@ -262,45 +262,28 @@ const Tensor *nn_value(InferCtx *c, size_t i)
 	return c->in[i]->value;
 }
 
-typedef struct ParJob {
+/* nn_parallel's void fn run by par_run */
+typedef struct VoidJob {
 	void (*fn)(void *arg, int64_t lo, int64_t hi);
 	void *arg;
-	int64_t lo, hi;
-} ParJob;
+} VoidJob;
 
-static void *par_main(void *p)
+static int void_call(void *p, int64_t lo, int64_t hi)
 {
-	ParJob *j = p;
-	j->fn(j->arg, j->lo, j->hi);
-	return NULL;
+	const VoidJob *j = p;
+	j->fn(j->arg, lo, hi);
+	return 0;
 }
 
 void nn_parallel(int threads, int64_t n, void (*fn)(void *arg, int64_t lo, int64_t hi), void *arg)
 {
-	if (threads > n)
-		threads = (int)n;
-	if (threads > 64)
-		threads = 64;
-	if (threads <= 1) {
+	if (threads <= 1 || n <= 1) {
 		if (n > 0)
 			fn(arg, 0, n);
 		return;
 	}
-	ParJob jobs[64];
-	pthread_t tid[64];
-	int started[64] = {0};
-	for (int t = 0; t < threads; t++) {
-		jobs[t] = (ParJob){fn, arg, n * t / threads, n * (t + 1) / threads};
-		if (t > 0)
-			started[t] = pthread_create(&tid[t], NULL, par_main, &jobs[t]) == 0;
-	}
-	fn(arg, jobs[0].lo, jobs[0].hi);
-	for (int t = 1; t < threads; t++) {
-		if (started[t])
-			pthread_join(tid[t], NULL);
-		else
-			fn(arg, jobs[t].lo, jobs[t].hi);
-	}
+	VoidJob j = {fn, arg};
+	par_run(threads, n, void_call, &j);
 }
 
 float nn_round_even(float x)

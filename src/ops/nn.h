@@ -61,7 +61,8 @@ const ValueType *nn_in(InferCtx *c, size_t i);
 const Tensor *nn_value(InferCtx *c, size_t i);
 
 /* Run fn(arg, lo, hi) over [0, n) split into up to threads contiguous
- * pieces (threads <= 1 or small n: one call in this thread). */
+ * pieces, as par_run (ops/par.h) splits them, on the worker pool
+ * (threads <= 1 or n <= 1: one call in this thread). */
 void nn_parallel(int threads, int64_t n, void (*fn)(void *arg, int64_t lo, int64_t hi), void *arg);
 
 /* round half to even, as QuantizeLinear and the QLinear ops round */

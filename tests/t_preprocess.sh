@@ -408,6 +408,100 @@ else
 	fail "dedup on external data" "$(tail -3 "$TMPD/logxd")"
 fi
 
+# ---- dedup across bodies: the two branches of an If fold the same outer
+# weight (Transpose of W; 2V as Mul(V, 2) in one, Add(V, V) in the other:
+# equal bytes from different expressions are the same constant and merge
+# too); each fold lands in its branch, dedup keeps one copy in the graph
+# enclosing both (here the main graph) and both branches read it; a copy
+# within one body merges there, a small one (under 1 KiB) in another body
+# stays; outputs unchanged for either branch ----
+SF=$TMPD/sf
+mkdir -p "$SF/rules" "$SF/models"
+"$PY" - "$SF/models/sharedfold.onnx" <<'EOF2'
+import sys, numpy as np, onnx
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+rng = np.random.default_rng(3)
+W, V = rng.standard_normal((32, 64)).astype(np.float32), rng.standard_normal((16, 32)).astype(np.float32)
+vi = h.make_tensor_value_info
+def branch(name, double, extra):
+    nodes = [h.make_node("Transpose", ["W"], [name + "_wt"], perm=[1, 0]),
+             h.make_node("MatMul", ["x", name + "_wt"], [name + "_m"]), double,
+             h.make_node("Add", [name + "_m", name + "_v2"], [name + "_a"])] + extra
+    return h.make_graph(nodes, name, [], [vi(name + "_y", T.FLOAT, [16, 32])])
+then_g = branch("then", h.make_node("Mul", ["V", "two"], ["then_v2"]),
+                [h.make_node("Relu", ["then_a"], ["then_r"]), h.make_node("Mul", ["then_r", "k0"], ["then_y"])])
+then_g.initializer.extend([nh.from_array(np.full(32, 0.5, np.float32), "k0")])
+# the else branch holds the same small constant twice: merged in the branch;
+# under 1 KiB, the then branch's equal one (k0) stays its own
+else_g = branch("else", h.make_node("Add", ["V", "V"], ["else_v2"]),
+                [h.make_node("Mul", ["else_a", "k1"], ["else_b"]), h.make_node("Add", ["else_b", "k2"], ["else_y"])])
+else_g.initializer.extend([nh.from_array(np.full(32, 0.5, np.float32), "k1"), nh.from_array(np.full(32, 0.5, np.float32), "k2")])
+g = h.make_graph([h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)], "sharedfold",
+                 [vi("x", T.FLOAT, [16, 64]), vi("c", T.BOOL, [])], [vi("y", T.FLOAT, [16, 32])],
+                 [nh.from_array(W, "W"), nh.from_array(V, "V"), nh.from_array(np.float32(2), "two")])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 8
+onnx.checker.check_model(m, full_check=True)
+onnx.save(m, sys.argv[1])
+EOF2
+printf '[model sharedfold]\nsource = models/sharedfold.onnx\npreprocess = default\n' > "$SF/rules/main.rules"
+if "$Q" -C "$SF" > "$TMPD/logsf" 2>&1; then
+	P_SAVE=$P; P=$SF; ck sharedfold "$SF/models/sharedfold.onnx" "" inits; P=$P_SAVE
+	if "$PY" - "$SF/build/sharedfold/sharedfold.onnx" "$SF/models/sharedfold.onnx" > "$TMPD/sf.out" 2>&1 <<'EOF2'
+import sys, numpy as np, onnx
+from onnx import numpy_helper as nh
+m, o = onnx.load(sys.argv[1]), onnx.load(sys.argv[2])
+W, V = (nh.to_array(t) for t in o.graph.initializer[:2])
+main = {t.name: nh.to_array(t) for t in m.graph.initializer}
+ifn = m.graph.node[0]
+br = {a.name: a.g for a in ifn.attribute}
+wt = [k for k, v in main.items() if v.shape == (64, 32) and np.array_equal(v, W.T)]
+v2 = [k for k, v in main.items() if v.shape == (16, 32) and np.array_equal(v, 2 * V)]
+assert len(main) == 2 and len(wt) == 1 and len(v2) == 1, sorted((k, v.shape) for k, v in main.items())
+assert [t.name for t in br["then_branch"].initializer] == ["k0"], [t.name for t in br["then_branch"].initializer]
+assert [t.name for t in br["else_branch"].initializer] == ["k1"], [t.name for t in br["else_branch"].initializer]
+for b in br.values():
+    reads = {i for n in b.node for i in n.input}
+    assert wt[0] in reads and v2[0] in reads, (b.name, reads)
+EOF2
+	then pass "dedup: the If branches' equal folds are one initializer of the enclosing graph, read by both"
+	else fail "dedup: the If branches' equal folds are one initializer of the enclosing graph, read by both" "$(tail -1 "$TMPD/sf.out")"; fi
+else
+	fail "dedup across If branches" "$(tail -3 "$TMPD/logsf")"
+fi
+
+# silero-vad (bench/fetch-models.sh; skipped offline): its two LSTMs in the
+# branches of an inner If read the same outer weights, reordered by
+# Slice/Concat; folded, they were two copies (2.3 -> 3.3 MB), now one, and
+# onnxruntime gives the same speech probabilities and states
+if ! SM=$(sh "$ROOT/bench/fetch-models.sh" 2>/dev/null) || [ ! -f "$SM/silero/silero_vad.onnx" ]; then
+	skip "silero-vad preprocess" "bench/fetch-models.sh could not fetch the model"
+else
+	SV=$TMPD/sv
+	mkdir -p "$SV/rules"
+	cp "$SM/silero/silero_vad.onnx" "$SV/silero.onnx"
+	printf '[model sv]\nsource = silero.onnx\npreprocess = default\n' > "$SV/rules/main.rules"
+	if "$Q" -C "$SV" sv:preprocess > "$TMPD/logsv" 2>&1 && "$PY" - "$SV/silero.onnx" "$SV/build/sv/sv.onnx" > "$TMPD/sv.out" 2>&1 <<'EOF2'
+import os, sys, numpy as np, onnxruntime as ort
+a, b = sys.argv[1:]
+so = ort.SessionOptions(); so.log_severity_level = 3
+sa, sb = (ort.InferenceSession(p, so, providers=["CPUExecutionProvider"]) for p in (a, b))
+rng = np.random.default_rng(0)
+for sr, n in ((16000, 576), (8000, 288)):
+    st_a = st_b = np.zeros((2, 1, 128), np.float32)
+    for i in range(10):
+        x = (rng.standard_normal((1, n)) * 0.1).astype(np.float32)
+        pa, st_a = sa.run(None, {"input": x, "state": st_a, "sr": np.array(sr, np.int64)})
+        pb, st_b = sb.run(None, {"input": x, "state": st_b, "sr": np.array(sr, np.int64)})
+        assert np.allclose(pa, pb, rtol=1e-5, atol=1e-6) and np.allclose(st_a, st_b, rtol=1e-5, atol=1e-6), (sr, i)
+sa_, sb_ = os.path.getsize(a), os.path.getsize(b)
+assert sb_ < sa_, (sa_, sb_)
+print("silero %d -> %d bytes" % (sa_, sb_))
+EOF2
+	then pass "silero-vad preprocess: shared LSTM weights folded once ($(tail -1 "$TMPD/sv.out")), outputs equal in onnxruntime"
+	else fail "silero-vad preprocess: shared LSTM weights folded once" "$(tail -1 "$TMPD/sv.out") $(grep quantmake: "$TMPD/logsv" | tail -1)"; fi
+fi
+
 # ---- bad input ----
 E=$TMPD/e
 mkdir -p "$E/rules" && cp -r "$P/models" "$E/"

@@ -144,7 +144,8 @@ static void orig_free(struct ModelOrig *o)
 /* the original bytes if the model still encodes as it did when loaded */
 static const struct ModelOrig *orig_valid(const Model *m)
 {
-	if (!m->orig || !m->orig->data)
+	/* deferred tensors (model_defer) have no bytes to hash: changed */
+	if (!m->orig || !m->orig->data || m->ndeferred)
 		return NULL;
 	XXH128_hash_t h = canon_hash(m->proto, NULL, 0, NULL);
 	return XXH128_isEqual(h, m->orig->canon) ? m->orig : NULL;
@@ -457,6 +458,7 @@ static void restore_all(TList *l)
 typedef struct FileBuf {
 	ProtobufCBuffer base;
 	OutFile *f;
+	const Model *m;   /* whose deferred tensors are made as they are reached */
 	uint8_t *buf;
 	size_t n, cap;
 	int err;
@@ -469,11 +471,36 @@ static void filebuf_flush(FileBuf *b)
 	b->n = 0;
 }
 
+/* the deferred tensor whose raw_data model_save pointed at its entry of
+ * m->deferred (an address no tensor's bytes can have), or NULL for real
+ * bytes: protobuf-c appends a bytes field's data pointer as it is */
+static const ModelDeferred *deferred_marked(const Model *m, const uint8_t *data)
+{
+	if (!m || !m->ndeferred)
+		return NULL;
+	uintptr_t p = (uintptr_t)data, a = (uintptr_t)m->deferred;
+	if (p < a || p >= a + m->ndeferred * sizeof *m->deferred || (p - a) % sizeof *m->deferred)
+		return NULL;
+	return &m->deferred[(p - a) / sizeof *m->deferred];
+}
+
 static void filebuf_append(ProtobufCBuffer *base, size_t len, const uint8_t *data)
 {
 	FileBuf *b = (FileBuf *)base;
 	if (b->err)
 		return;
+	const ModelDeferred *d = deferred_marked(b->m, data);
+	if (d) {
+		/* made now, written and freed: one such tensor held at a time */
+		filebuf_flush(b);
+		if (!len || b->err)
+			return;
+		void *buf = xmalloc(len);
+		if (d->fill(d->ud, d->t, buf, len) < 0 || outfile_write(b->f, buf, len) < 0)
+			b->err = 1;
+		free(buf);
+		return;
+	}
 	if (b->n + len > b->cap)
 		filebuf_flush(b);
 	if (len >= b->cap) {
@@ -485,9 +512,9 @@ static void filebuf_append(ProtobufCBuffer *base, size_t len, const uint8_t *dat
 	b->n += len;
 }
 
-static int write_model(const Onnx__ModelProto *p, OutFile *f)
+static int write_model(const Model *m, const Onnx__ModelProto *p, OutFile *f)
 {
-	FileBuf b = {.base = {.append = filebuf_append}, .f = f, .cap = 1 << 20};
+	FileBuf b = {.base = {.append = filebuf_append}, .f = f, .m = m, .cap = 1 << 20};
 	b.buf = xmalloc(b.cap);
 	onnx__model_proto__pack_to_buffer(p, &b.base);
 	filebuf_flush(&b);
@@ -856,9 +883,12 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 		const void *data;
 		size_t len;
 		int owned;
-		/* a deferred tensor is made now: inline (held until the save
-		 * ends) or written out and freed at once */
-		int def = deferred_of(m, t) != NULL;
+		/* a deferred tensor is made when it is written: to a data file
+		 * here, or inline by write_model, which meets its raw_data
+		 * pointed at its entry of m->deferred; either way it is freed
+		 * at once */
+		const ModelDeferred *d = deferred_of(m, t);
+		int def = d != NULL;
 		if (mode == SAVE_KEEP && !def)
 			continue;
 		int64_t nb = ext_eligible(t);
@@ -867,6 +897,10 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 			      (r->kind == TK_INIT || ext);
 		if (!out_ext && !ext && !def)
 			continue;
+		if (def && !out_ext) {
+			swap_inline(r, d, t->raw_data.len);
+			continue;
+		}
 		if (model_tensor_bytes(m, t, &data, &len, &owned) < 0) {
 			error_prefix("cannot save '%s'", path);
 			goto out;
@@ -904,7 +938,7 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 	}
 	if (outfile_open(&mf, path) < 0)
 		goto out;
-	if (o ? outfile_write(&mf, o->data, o->len) < 0 : write_model(m->proto, &mf) < 0)
+	if (o ? outfile_write(&mf, o->data, o->len) < 0 : write_model(m, m->proto, &mf) < 0)
 		goto out;
 	for (size_t i = 0; i < os.n; i++)
 		if (outfile_commit(&os.f[i]) < 0)

@@ -7,10 +7,16 @@
  * interface, like every graph input). Live nodes' subgraphs are cleaned the
  * same way with their own outputs as roots.
  *
- * dedup: initializers of the main graph with the same element type, dims
- * and bytes are shared: readers of a later one read the first, and the
- * later one goes. Graph inputs and outputs are never merged, nor names a
- * subgraph defines again (shadowing).
+ * dedup: initializers with the same element type, dims and bytes are
+ * shared, wherever they are in the model: readers of a later one read the
+ * first, and the later one goes. Two of at least DEDUP_SHARE_MIN bytes in
+ * different graphs (the two branches of an If that each folded the same
+ * outer weight into their own copy) become one in the innermost graph
+ * enclosing both, which both bodies see (needs IR 4: initializers that
+ * are not graph inputs). Equal bytes are the same constant whatever
+ * expression folded them, so they merge too.
+ * Graph inputs and outputs are never merged, nor names defined more than
+ * once in the model (a subgraph defining a name again shadows it).
  *
  * cse: nodes of the default domain with the same operator, attributes and
  * inputs compute the same thing; readers of a later one read the first's
@@ -110,9 +116,17 @@ int prep_dce(PrepCtx *c, Onnx__GraphProto *g)
  * bytes, then byte by byte. */
 #define DEDUP_WINDOW ((size_t)16 << 20)
 #define DEDUP_PREFIX ((size_t)64 << 10)
+/* Smaller initializers are shared only within one graph: a body's own
+ * shape and axis constants are what its passes read (identity's no-op
+ * Slice, fuse-bn look in the graph itself), and sharing them saves
+ * nothing worth losing that (silero-vad: 6 more nodes when its branches'
+ * Slice bounds moved out) */
+#define DEDUP_SHARE_MIN ((size_t)1 << 10)
 
 typedef struct InitKey {
 	Onnx__TensorProto *t;
+	size_t scope;          /* the graph holding it (DScope index) ... */
+	size_t dest;           /* ... and the one it ends in (a shared one moves out) */
 	uint64_t shape;        /* hash of type, dims and size: groups candidates */
 	size_t idx;            /* position among the candidates */
 	const void *data;
@@ -248,17 +262,136 @@ static int by_shape(const void *x, const void *y)
 	return (*a)->idx < (*b)->idx ? -1 : (*a)->idx > (*b)->idx;
 }
 
-/* in one group (in initializer order): a later duplicate of an earlier
- * kept one maps to it and is marked dropped */
-static void dedup_group(PrepCtx *c, Onnx__GraphProto *g, InitKey **v, size_t n, char *drop, NameMap *map)
+/* by prefix hash, then collection order (within one shape group) */
+static int by_prefix(const void *x, const void *y)
+{
+	const InitKey *const *a = x, *const *b = y;
+	if ((*a)->pre != (*b)->pre)
+		return (*a)->pre < (*b)->pre ? -1 : 1;
+	return (*a)->idx < (*b)->idx ? -1 : (*a)->idx > (*b)->idx;
+}
+
+/* a graph of the model: the graph enclosing it (the main graph: none),
+ * its depth, and its candidates k[first .. first + n) */
+typedef struct DScope {
+	Onnx__GraphProto *g;
+	size_t parent, depth, first, n;
+} DScope;
+
+typedef struct Dedup {
+	DScope *s;
+	size_t ns;
+	InitKey *k;
+	size_t nk;
+	StrMap defs;           /* name -> how many times the model defines it */
+	int hoist;             /* IR >= 4: initializers may move to an enclosing graph */
+} Dedup;
+
+static void count_def(StrMap *m, const char *name)
+{
+	if (name && *name)
+		strmap_add(m, name, NULL)->v.i++;
+}
+
+/* the definitions of g and its subgraphs: inputs, initializers, node outputs */
+static void count_defs(StrMap *m, const Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_input; i++)
+		count_def(m, g->input[i]->name);
+	for (size_t i = 0; i < g->n_initializer; i++)
+		count_def(m, g->initializer[i]->name);
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		for (size_t k = 0; k < n->n_output; k++)
+			count_def(m, n->output[k]);
+		for (size_t a = 0; a < n->n_attribute; a++) {
+			if (n->attribute[a]->g)
+				count_defs(m, n->attribute[a]->g);
+			for (size_t k = 0; k < n->attribute[a]->n_graphs; k++)
+				count_defs(m, n->attribute[a]->graphs[k]);
+		}
+	}
+}
+
+static int collect_graph(PrepCtx *c, Dedup *d, Onnx__GraphProto *g, size_t parent, size_t depth);
+
+/* the subgraphs of g's nodes, in order, as scopes under scope s */
+static int collect_subgraphs(PrepCtx *c, Dedup *d, Onnx__GraphProto *g, size_t s, size_t depth)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		Onnx__NodeProto *n = g->node[i];
+		for (size_t a = 0; a < n->n_attribute; a++) {
+			if (n->attribute[a]->g && collect_graph(c, d, n->attribute[a]->g, s, depth + 1) < 0)
+				return -1;
+			for (size_t k = 0; k < n->attribute[a]->n_graphs; k++)
+				if (collect_graph(c, d, n->attribute[a]->graphs[k], s, depth + 1) < 0)
+					return -1;
+		}
+	}
+	return 0;
+}
+
+/* g's initializers that may be shared become candidates (pointers into the
+ * mapping or raw_data: nothing read yet), then its subgraphs' */
+static int collect_graph(PrepCtx *c, Dedup *d, Onnx__GraphProto *g, size_t parent, size_t depth)
+{
+	size_t s = d->ns++;
+	d->s = xreallocarray(d->s, d->ns, sizeof *d->s);
+	d->s[s] = (DScope){.g = g, .parent = parent, .depth = depth, .first = d->nk};
+	d->k = xreallocarray(d->k, d->nk + g->n_initializer + 1, sizeof *d->k);
+	for (size_t i = 0; i < g->n_initializer; i++) {
+		Onnx__TensorProto *t = g->initializer[i];
+		const StrMapEnt *def = t->name ? strmap_find(&d->defs, t->name) : NULL;
+		if (!def || def->v.i != 1 || pg_is_input(g, t->name) || pg_is_output(g, t->name) ||
+		    t->data_type == DT_STRING || t->data_type == DT_UNDEFINED)
+			continue;
+		InitKey *e = &d->k[d->nk];
+		memset(e, 0, sizeof *e);
+		if (model_tensor_bytes(c->m, t, &e->data, &e->len, &e->owned) < 0)
+			return error_prefix("initializer '%s'", t->name);
+		e->t = t;
+		e->scope = e->dest = s;
+		e->idx = d->nk;
+		e->mapped = !e->owned && e->len && t->has_data_location &&
+			    t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+		e->shape = shape_key(t, e->len);
+		d->nk++;
+	}
+	d->s[s].n = d->nk - d->s[s].first;
+	return collect_subgraphs(c, d, g, s, depth);
+}
+
+/* the innermost scope enclosing both a and b (either may be it) */
+static size_t common_scope(const Dedup *d, size_t a, size_t b)
+{
+	while (d->s[a].depth > d->s[b].depth)
+		a = d->s[a].parent;
+	while (d->s[b].depth > d->s[a].depth)
+		b = d->s[b].parent;
+	while (a != b) {
+		a = d->s[a].parent;
+		b = d->s[b].parent;
+	}
+	return a;
+}
+
+/* in one group (in collection order): a later duplicate of an earlier
+ * kept one maps to it and is marked dropped; the kept one moves out to the
+ * scope enclosing both when they are in different graphs */
+static void dedup_group(PrepCtx *c, Dedup *d, InitKey **v, size_t n, char *drop, NameMap *map)
 {
 	for (size_t i = 1; i < n; i++)
 		for (size_t p = 0; p < i; p++) {
 			InitKey *a = v[p], *b = v[i];
-			if (drop[a->idx] || a->len != b->len || !same_shape(a->t, b->t) ||
-			    prefix_hash(a) != prefix_hash(b) || full_hash(c, a) != full_hash(c, b) ||
-			    !same_bytes(a, b) || pg_sub_defines(g, a->t->name))
+			if (drop[a->idx] || a->len != b->len || !same_shape(a->t, b->t))
 				continue;
+			size_t to = common_scope(d, a->dest, b->scope);
+			int cross = b->scope != a->scope || to != a->scope;
+			if ((cross && a->len < DEDUP_SHARE_MIN) || (to != a->scope && !d->hoist) ||
+			    prefix_hash(a) != prefix_hash(b) ||
+			    full_hash(c, a) != full_hash(c, b) || !same_bytes(a, b))
+				continue;
+			a->dest = to;
 			namemap_put(map, b->t->name, a->t->name);
 			drop[b->idx] = 1;
 			c->stat->changed++;
@@ -266,30 +399,15 @@ static void dedup_group(PrepCtx *c, Onnx__GraphProto *g, InitKey **v, size_t n, 
 		}
 }
 
+/* Model-wide: g is the main graph (the pass does not recurse; it sees
+ * every graph at once, so copies in sibling bodies meet). */
 int prep_dedup(PrepCtx *c, Onnx__GraphProto *g)
 {
-	size_t n = g->n_initializer;
-	InitKey *k = xcalloc(n ? n : 1, sizeof *k);
-	size_t nk = 0;
-	int r = 0;
-	for (size_t i = 0; i < n && r == 0; i++) {
-		Onnx__TensorProto *t = g->initializer[i];
-		if (!t->name || pg_is_input(g, t->name) || pg_is_output(g, t->name) || t->data_type == DT_STRING ||
-		    t->data_type == DT_UNDEFINED || pg_sub_defines(g, t->name))
-			continue;
-		InitKey *e = &k[nk];
-		/* a pointer into the mapping or raw_data: nothing read yet */
-		if (model_tensor_bytes(c->m, t, &e->data, &e->len, &e->owned) < 0) {
-			r = error_prefix("initializer '%s'", t->name);
-			break;
-		}
-		e->t = t;
-		e->idx = nk;
-		e->mapped = !e->owned && e->len && t->has_data_location &&
-			    t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-		e->shape = shape_key(t, e->len);
-		nk++;
-	}
+	Dedup d = {.hoist = c->m->proto->ir_version >= 4};
+	count_defs(&d.defs, g);
+	int r = collect_graph(c, &d, g, 0, 0);
+	size_t nk = d.nk;
+	InitKey *k = d.k;
 	char *drop = xcalloc(nk ? nk : 1, 1);
 	NameMap map = {0};      /* a dropped initializer's name -> the kept one's */
 	InitKey **v = xcalloc(nk ? nk : 1, sizeof *v);
@@ -297,33 +415,62 @@ int prep_dedup(PrepCtx *c, Onnx__GraphProto *g)
 		v[i] = &k[i];
 	if (r == 0 && nk > 1)
 		qsort(v, nk, sizeof *v, by_shape);
+	/* groups of one shape, then runs of one prefix hash in them: only
+	 * those can be equal, and comparing each pair of a shape shared by
+	 * thousands of small tensors (per-channel constants) was quadratic */
 	for (size_t s = 0, e; r == 0 && s < nk; s = e) {
 		for (e = s + 1; e < nk && v[e]->shape == v[s]->shape;)
 			e++;
-		if (e - s > 1)
-			dedup_group(c, g, v + s, e - s, drop, &map);
+		if (e - s < 2)
+			continue;
+		for (size_t i = s; i < e; i++)
+			prefix_hash(v[i]);
+		qsort(v + s, e - s, sizeof *v, by_prefix);
+		for (size_t a = s, b; a < e; a = b) {
+			for (b = a + 1; b < e && v[b]->pre == v[a]->pre;)
+				b++;
+			if (b - a > 1)
+				dedup_group(c, &d, v + a, b - a, drop, &map);
+		}
 	}
 	free(v);
-	pg_apply_renames(g, &map);
+	/* names are defined once: one sweep of the model renames every reader */
+	if (r == 0)
+		pg_apply_renames(g, &map);
 	namemap_free(&map);
 	for (size_t i = 0; i < nk; i++)
 		if (k[i].owned)
 			free((void *)k[i].data);
-	size_t j = 0;
-	/* k[] follows the initializer order */
-	for (size_t i = 0, q = 0; i < g->n_initializer; i++) {
-		Onnx__TensorProto *t = g->initializer[i];
-		int d = 0;
-		if (q < nk && k[q].t == t)
-			d = drop[q++];
-		if (d)
-			onnx__tensor_proto__free_unpacked(t, NULL);
-		else
-			g->initializer[j++] = t;
+	/* each graph keeps its initializers but the dropped and moved ones
+	 * (k[] follows the initializer order, scope by scope) ... */
+	for (size_t s = 0; r == 0 && s < d.ns; s++) {
+		Onnx__GraphProto *sg = d.s[s].g;
+		size_t j = 0, q = d.s[s].first, end = q + d.s[s].n;
+		for (size_t i = 0; i < sg->n_initializer; i++) {
+			Onnx__TensorProto *t = sg->initializer[i];
+			int gone = 0;
+			if (q < end && k[q].t == t) {
+				gone = drop[q] || k[q].dest != s;
+				if (drop[q])
+					onnx__tensor_proto__free_unpacked(t, NULL);
+				q++;
+			}
+			if (!gone)
+				sg->initializer[j++] = t;
+		}
+		sg->n_initializer = j;
 	}
-	g->n_initializer = j;
+	/* ... and the moved ones join the graph enclosing their readers */
+	for (size_t i = 0; r == 0 && i < nk; i++)
+		if (!drop[i] && k[i].dest != k[i].scope) {
+			Onnx__GraphProto *dg = d.s[k[i].dest].g;
+			dg->initializer = xreallocarray(dg->initializer, dg->n_initializer + 1, sizeof *dg->initializer);
+			dg->initializer[dg->n_initializer++] = k[i].t;
+		}
 	free(drop);
 	free(k);
+	free(d.s);
+	strmap_free(&d.defs);
 	return r;
 }
 

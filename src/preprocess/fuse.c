@@ -28,15 +28,15 @@ static int default_domain(const Onnx__NodeProto *n)
 
 /* the float initializer called name (not a graph input) into t; 1, 0 if it
  * is none, -1 on a read error */
-static int load_float(PrepCtx *c, const Onnx__GraphProto *g, const char *name, Tensor *t)
+static int load_float(PrepCtx *c, const PgIndex *x, const char *name, Tensor *t)
 {
-	const Onnx__TensorProto *p = name && *name ? pg_init(g, name) : NULL;
-	if (!p || pg_is_input(g, name) || p->data_type != DT_FLOAT)
+	const Onnx__TensorProto *p = name && *name ? pgx_init(x, name) : NULL;
+	if (!p || pgx_is_input(x, name) || p->data_type != DT_FLOAT)
 		return 0;
 	return pg_tensor(c->m, p, t) < 0 ? -1 : 1;
 }
 
-static int bn_inference(PrepCtx *c, const Onnx__GraphProto *g, const Onnx__NodeProto *bn)
+static int bn_inference(PrepCtx *c, const PgIndex *x, const Onnx__NodeProto *bn)
 {
 	int64_t v;
 	if (attr_int(bn, "training_mode", 0, &v) < 0 || v)
@@ -49,7 +49,7 @@ static int bn_inference(PrepCtx *c, const Onnx__GraphProto *g, const Onnx__NodeP
 	if (bn->n_input != 5)
 		return 0;
 	for (size_t k = 1; k < bn->n_output; k++)
-		if (*bn->output[k] && (pg_uses(g, bn->output[k]) || pg_is_output(g, bn->output[k])))
+		if (*bn->output[k] && (pgx_uses(x, bn->output[k]) || pgx_is_output(x, bn->output[k])))
 			return 0;
 	return 1;
 }
@@ -85,10 +85,11 @@ static void set_float_attr(Onnx__NodeProto *n, const char *name, float v)
 	n->attribute[n->n_attribute++] = at;
 }
 
-/* fold bn (node bi) into its producer p; 1 done, 0 not applicable, -1 */
-static int fuse_one(PrepCtx *c, Onnx__GraphProto *g, size_t bi, Onnx__NodeProto *p)
+/* fold bn (node bi) into its producer (node pi), marking bn gone; 1
+ * done, 0 not applicable, -1 */
+static int fuse_one(PrepCtx *c, Onnx__GraphProto *g, PgIndex *x, size_t bi, size_t pi, char *gone)
 {
-	Onnx__NodeProto *bn = g->node[bi];
+	Onnx__NodeProto *bn = g->node[bi], *p = g->node[pi];
 	int is_convt = !strcmp(p->op_type, "ConvTranspose");
 	int is_conv = is_convt || !strcmp(p->op_type, "Conv");
 	if (!default_domain(p) || (!is_conv && strcmp(p->op_type, "Gemm")) || p->n_output != 1)
@@ -105,17 +106,17 @@ static int fuse_one(PrepCtx *c, Onnx__GraphProto *g, size_t bi, Onnx__NodeProto 
 	if (attr_float(bn, "epsilon", 1e-5f, &eps) < 0)
 		r = -1;
 	for (size_t k = 0; k < 4 && r == 1; k++) {
-		r = load_float(c, g, bn->input[k + 1], &prm[k]);
+		r = load_float(c, x, bn->input[k + 1], &prm[k]);
 		if (r == 1 && k == 0)
 			ch = prm[0].numel;
 		if (r == 1 && (prm[k].rank != 1 || prm[k].numel != ch))
 			r = 0;
 	}
 	if (r == 1)
-		r = load_float(c, g, node_input(p, 1), &w);
+		r = load_float(c, x, node_input(p, 1), &w);
 	int has_bias = node_input(p, 2) != NULL;
 	if (r == 1 && has_bias)
-		r = load_float(c, g, node_input(p, 2), &b);
+		r = load_float(c, x, node_input(p, 2), &b);
 	int64_t alpha_trans = 0;
 	float beta = 1;
 	if (r == 1 && is_convt) {
@@ -197,7 +198,11 @@ static int fuse_one(PrepCtx *c, Onnx__GraphProto *g, size_t bi, Onnx__NodeProto 
 	char *wn = pg_fresh_name(c, g, p->input[1]);
 	char *bname = pg_fresh_name(c, g, has_bias ? p->input[2] : p->input[1]);
 	pg_add_init(g, wn, &nw);
+	pgx_add_init(x, g->initializer[g->n_initializer - 1]);
 	pg_add_init(g, bname, &nb);
+	pgx_add_init(x, g->initializer[g->n_initializer - 1]);
+	pgx_node(x, bn, bi, 0);
+	pgx_node(x, p, pi, 0);
 	set_input(p, 1, wn);
 	set_input(p, 2, bname);
 	if (!is_conv)
@@ -206,7 +211,8 @@ static int fuse_one(PrepCtx *c, Onnx__GraphProto *g, size_t bi, Onnx__NodeProto 
 	free(bname);
 	free(p->output[0]);
 	p->output[0] = xstrdup(bn->output[0]);
-	pg_remove_node(g, bi);
+	pgx_node(x, p, pi, 1);
+	gone[bi] = 1;
 	c->stat->changed++;
 out:
 	for (size_t k = 0; k < 4; k++)
@@ -218,51 +224,55 @@ out:
 	return r;
 }
 
+/* does g itself hold a node of op? (a pass with nothing to do in g builds
+ * no index of it) */
+static int has_op(const Onnx__GraphProto *g, const char *op)
+{
+	for (size_t i = 0; i < g->n_node; i++)
+		if (!strcmp(g->node[i]->op_type, op))
+			return 1;
+	return 0;
+}
+
+/* Nodes fused away are marked and dropped at the end, so the index's node
+ * numbers stay valid (pgx_build) */
 int prep_fuse_bn(PrepCtx *c, Onnx__GraphProto *g)
 {
-	for (size_t i = 0; i < g->n_node;) {
+	if (!has_op(g, "BatchNormalization"))
+		return pg_each_subgraph(c, g, prep_fuse_bn);
+	PgIndex x;
+	pgx_build(&x, g);
+	char *gone = xcalloc(g->n_node ? g->n_node : 1, 1);
+	int r = 0;
+	for (size_t i = 0; i < g->n_node && r >= 0; i++) {
 		Onnx__NodeProto *bn = g->node[i];
-		if (strcmp(bn->op_type, "BatchNormalization") || !default_domain(bn) || !bn_inference(c, g, bn) ||
-		    !node_input(bn, 0)) {
-			i++;
+		if (gone[i] || strcmp(bn->op_type, "BatchNormalization") || !default_domain(bn) ||
+		    !bn_inference(c, &x, bn) || !node_input(bn, 0))
 			continue;
-		}
-		const char *x = bn->input[0];
-		long p = pg_producer(g, x);
-		if (p < 0 || pg_uses(g, x) != 1 || pg_is_output(g, x) || pg_sub_defines(g, bn->output[0])) {
-			i++;
+		const char *in = bn->input[0];
+		long p = pgx_producer(&x, in);
+		if (p < 0 || pgx_uses(&x, in) != 1 || pgx_is_output(&x, in) || pgx_sub_defines(&x, bn->output[0]))
 			continue;
-		}
-		int r = fuse_one(c, g, i, g->node[p]);
-		if (r < 0)
-			return -1;
-		if (r == 0)
-			i++;
+		r = fuse_one(c, g, &x, i, (size_t)p, gone);
 	}
-	return pg_each_subgraph(c, g, prep_fuse_bn);
+	pg_drop_nodes(g, gone);
+	free(gone);
+	pgx_free(&x);
+	return r < 0 ? -1 : pg_each_subgraph(c, g, prep_fuse_bn);
 }
 
 /* rank of name from g's type annotations (inputs, value_info, outputs), -1 */
-static int known_rank(const Onnx__GraphProto *g, const char *name)
+static int known_rank(const PgIndex *x, const char *name)
 {
-	Onnx__ValueInfoProto **lists[3] = {g->input, g->value_info, g->output};
-	size_t lens[3] = {g->n_input, g->n_value_info, g->n_output};
-	for (int l = 0; l < 3; l++)
-		for (size_t i = 0; i < lens[l]; i++) {
-			const Onnx__ValueInfoProto *v = lists[l][i];
-			if (!v->name || strcmp(v->name, name) || !v->type || !v->type->tensor_type ||
-			    !v->type->tensor_type->shape)
-				continue;
-			return (int)v->type->tensor_type->shape->n_dim;
-		}
-	return -1;
+	const Onnx__ValueInfoProto *v = pgx_annotation(x, name);
+	return v ? (int)v->type->tensor_type->shape->n_dim : -1;
 }
 
 /* the float initializer called name: its rank and dims (up to 2), or 0 */
-static int init_shape(const Onnx__GraphProto *g, const char *name, int *rank, int64_t *dims)
+static int init_shape(const PgIndex *x, const char *name, int *rank, int64_t *dims)
 {
-	const Onnx__TensorProto *t = pg_init(g, name);
-	if (!t || pg_is_input(g, name) || t->data_type != DT_FLOAT || t->n_dims > 2)
+	const Onnx__TensorProto *t = pgx_init(x, name);
+	if (!t || pgx_is_input(x, name) || t->data_type != DT_FLOAT || t->n_dims > 2)
 		return 0;
 	*rank = (int)t->n_dims;
 	for (size_t i = 0; i < t->n_dims; i++)
@@ -277,35 +287,40 @@ int prep_matmul_add(PrepCtx *c, Onnx__GraphProto *g)
 {
 	if (model_opset(c->m->proto, "") < 7)
 		return 0;
+	if (!has_op(g, "MatMul"))
+		return pg_each_subgraph(c, g, prep_matmul_add);
+	PgIndex x;
+	pgx_build(&x, g);
+	char *gone = xcalloc(g->n_node ? g->n_node : 1, 1);
 	for (size_t i = 0; i < g->n_node; i++) {
 		Onnx__NodeProto *mm = g->node[i];
-		if (strcmp(mm->op_type, "MatMul") || !default_domain(mm) || mm->n_input != 2 || mm->n_output != 1)
+		if (gone[i] || strcmp(mm->op_type, "MatMul") || !default_domain(mm) || mm->n_input != 2 ||
+		    mm->n_output != 1)
 			continue;
 		int wr, cr;
 		int64_t wd[2], cd[2];
 		const char *y = mm->output[0];
-		if (!init_shape(g, mm->input[1], &wr, wd) || wr != 2 || known_rank(g, mm->input[0]) != 2 ||
-		    pg_uses(g, y) != 1 || pg_is_output(g, y))
+		if (!init_shape(&x, mm->input[1], &wr, wd) || wr != 2 || known_rank(&x, mm->input[0]) != 2 ||
+		    pgx_uses(&x, y) != 1 || pgx_is_output(&x, y))
 			continue;
-		size_t ai = 0;
-		Onnx__NodeProto *add = NULL;
-		for (size_t k = i + 1; k < g->n_node && !add; k++)
-			for (size_t q = 0; q < g->node[k]->n_input; q++)
-				if (!strcmp(g->node[k]->input[q], y))
-					add = g->node[k], ai = k;
+		/* y's one reader, when it is a later node of g */
+		long ai = pgx_only_reader(&x, y);
+		Onnx__NodeProto *add = ai > (long)i ? g->node[ai] : NULL;
 		if (!add || strcmp(add->op_type, "Add") || !default_domain(add) || add->n_input != 2 ||
 		    !strcmp(add->input[0], add->input[1]))
 			continue;
 		const char *bias = !strcmp(add->input[0], y) ? add->input[1] : add->input[0];
-		if (!init_shape(g, bias, &cr, cd))
+		if (!init_shape(&x, bias, &cr, cd))
 			continue;
 		int64_t last = cr ? cd[cr - 1] : 1;
 		if ((last != 1 && last != wd[1]) || (cr == 2 && cd[0] != 1))
 			continue;
-		if (pg_sub_defines(g, add->output[0]))
+		if (pgx_sub_defines(&x, add->output[0]))
 			continue;
 		char *b = xstrdup(bias), *out = xstrdup(add->output[0]);
-		pg_remove_node(g, ai);
+		pgx_node(&x, add, (size_t)ai, 0);
+		pgx_node(&x, mm, i, 0);
+		gone[ai] = 1;
 		free(mm->op_type);
 		mm->op_type = xstrdup("Gemm");
 		mm->input = xreallocarray(mm->input, 3, sizeof *mm->input);
@@ -313,8 +328,12 @@ int prep_matmul_add(PrepCtx *c, Onnx__GraphProto *g)
 		mm->n_input = 3;
 		free(mm->output[0]);
 		mm->output[0] = out;
+		pgx_node(&x, mm, i, 1);
 		c->stat->changed++;
 	}
+	pg_drop_nodes(g, gone);
+	free(gone);
+	pgx_free(&x);
 	return pg_each_subgraph(c, g, prep_matmul_add);
 }
 
@@ -334,48 +353,41 @@ static int per_channel(const Tensor *k, int wrank, int64_t m)
 }
 
 /* Conv(X, W, b) followed by Mul or Add of a per-channel float initializer:
- * W and b scaled (Mul) or b shifted (Add), the Mul/Add goes. */
-/* the outputs of g's Conv nodes (borrowed) */
-static void conv_outputs(const Onnx__GraphProto *g, NameSet *s)
-{
-	nameset_free(s);
-	for (size_t i = 0; i < g->n_node; i++)
-		if (!strcmp(g->node[i]->op_type, "Conv") && g->node[i]->n_output == 1)
-			nameset_add(s, g->node[i]->output[0]);
-}
-
+ * W and b scaled (Mul) or b shifted (Add), the Mul/Add goes (marked, and
+ * dropped at the end, as in fuse-bn). */
 int prep_conv_affine(PrepCtx *c, Onnx__GraphProto *g)
 {
-	NameSet convs = {0};
-	conv_outputs(g, &convs);
-	for (size_t i = 0; i < g->n_node;) {
+	if (!has_op(g, "Conv"))
+		return pg_each_subgraph(c, g, prep_conv_affine);
+	PgIndex x;
+	pgx_build(&x, g);
+	char *gone = xcalloc(g->n_node ? g->n_node : 1, 1);
+	int r = 0;
+	for (size_t i = 0; i < g->n_node && r >= 0; i++) {
 		Onnx__NodeProto *op = g->node[i];
 		int mul = !strcmp(op->op_type, "Mul");
-		if ((!mul && strcmp(op->op_type, "Add")) || !default_domain(op) || op->n_input != 2 || op->n_output != 1 ||
-		    (!nameset_has(&convs, op->input[0]) && !nameset_has(&convs, op->input[1]))) {
-			i++;
+		if (gone[i] || (!mul && strcmp(op->op_type, "Add")) || !default_domain(op) || op->n_input != 2 ||
+		    op->n_output != 1)
 			continue;
-		}
 		int side = -1;
 		long p = -1;
 		for (int s = 0; s < 2 && side < 0; s++) {
-			long q = nameset_has(&convs, op->input[s]) ? pg_producer(g, op->input[s]) : -1;
+			long q = pgx_producer(&x, op->input[s]);
 			if (q >= 0 && !strcmp(g->node[q]->op_type, "Conv") && default_domain(g->node[q]) &&
-			    g->node[q]->n_output == 1 && pg_uses(g, op->input[s]) == 1 && !pg_is_output(g, op->input[s]))
+			    g->node[q]->n_output == 1 && pgx_uses(&x, op->input[s]) == 1 &&
+			    !pgx_is_output(&x, op->input[s]))
 				side = s, p = q;
 		}
-		if (side < 0 || pg_sub_defines(g, op->output[0])) {
-			i++;
+		if (side < 0 || pgx_sub_defines(&x, op->output[0]))
 			continue;
-		}
 		Onnx__NodeProto *conv = g->node[p];
 		Tensor k = {0}, w = {0}, b = {0}, nw = {0}, nb = {0};
 		int has_bias = node_input(conv, 2) != NULL;
-		int r = load_float(c, g, op->input[1 - side], &k);
+		r = load_float(c, &x, op->input[1 - side], &k);
 		if (r == 1)
-			r = load_float(c, g, node_input(conv, 1), &w);
+			r = load_float(c, &x, node_input(conv, 1), &w);
 		if (r == 1 && has_bias)
-			r = load_float(c, g, node_input(conv, 2), &b);
+			r = load_float(c, &x, node_input(conv, 2), &b);
 		int64_t m = w.rank >= 3 ? w.dims[0] : -1;
 		if (r == 1 && (m < 0 || !per_channel(&k, w.rank, m) || (has_bias && (b.rank != 1 || b.numel != m))))
 			r = 0;
@@ -391,35 +403,34 @@ int prep_conv_affine(PrepCtx *c, Onnx__GraphProto *g)
 				for (int64_t e = 0; mul && e < per; e++)
 					nwd[o * per + e] = wd[o * per + e] * kv;
 			}
+			pgx_node(&x, op, i, 0);
+			pgx_node(&x, conv, (size_t)p, 0);
 			if (mul) {
 				char *wn = pg_fresh_name(c, g, conv->input[1]);
 				pg_add_init(g, wn, &nw);
+				pgx_add_init(&x, g->initializer[g->n_initializer - 1]);
 				set_input(conv, 1, wn);
 				free(wn);
 			}
 			char *bn = pg_fresh_name(c, g, has_bias ? conv->input[2] : conv->input[1]);
 			pg_add_init(g, bn, &nb);
+			pgx_add_init(&x, g->initializer[g->n_initializer - 1]);
 			set_input(conv, 2, bn);
 			free(bn);
 			free(conv->output[0]);
 			conv->output[0] = xstrdup(op->output[0]);
-			pg_remove_node(g, i);
+			pgx_node(&x, conv, (size_t)p, 1);
+			gone[i] = 1;
 			c->stat->changed++;
-			/* the set borrowed the freed name */
-			conv_outputs(g, &convs);
 		}
 		tensor_free(&k);
 		tensor_free(&w);
 		tensor_free(&b);
 		tensor_free(&nw);
 		tensor_free(&nb);
-		if (r < 0) {
-			nameset_free(&convs);
-			return -1;
-		}
-		if (r == 0)
-			i++;
 	}
-	nameset_free(&convs);
-	return pg_each_subgraph(c, g, prep_conv_affine);
+	pg_drop_nodes(g, gone);
+	free(gone);
+	pgx_free(&x);
+	return r < 0 ? -1 : pg_each_subgraph(c, g, prep_conv_affine);
 }

@@ -380,3 +380,216 @@ int pg_tensor(Model *m, const Onnx__TensorProto *p, Tensor *t)
 		pg_done_bytes(p, d, len, owned);
 	return 0;
 }
+
+/* ---- PgIndex (see passes.h) ---- */
+
+/* Key copies go into blocks that never move, freed together: an index of
+ * a 10,000-node graph makes tens of thousands of them, and a malloc and
+ * free each cost more than the lookups. */
+enum { PGX_BLOCK = 1 << 16 };
+
+static const char *pgx_copy(PgIndex *x, const char *s, size_t len)
+{
+	/* the last block is the one being filled */
+	if (!x->nblk || (len < PGX_BLOCK && x->used + len + 1 > PGX_BLOCK)) {
+		x->blk = xreallocarray(x->blk, x->nblk + 1, sizeof *x->blk);
+		x->blk[x->nblk++] = xmalloc(PGX_BLOCK);
+		x->used = 0;
+	}
+	if (len >= PGX_BLOCK) {
+		/* a name longer than a block gets one of its own, before the last */
+		x->blk = xreallocarray(x->blk, x->nblk + 1, sizeof *x->blk);
+		x->blk[x->nblk] = x->blk[x->nblk - 1];
+		char *r = x->blk[x->nblk - 1] = xmalloc(len + 1);
+		x->nblk++;
+		memcpy(r, s, len + 1);
+		return r;
+	}
+	char *r = x->blk[x->nblk - 1] + x->used;
+	memcpy(r, s, len + 1);
+	x->used += len + 1;
+	return r;
+}
+
+/* the entry of name in m, added (its key a copy) when absent */
+static StrMapEnt *pgx_add(PgIndex *x, StrMap *m, const char *name)
+{
+	int added;
+	StrMapEnt *e = strmap_add(m, name, &added);
+	if (added)
+		e->key = pgx_copy(x, name, e->len);
+	return e;
+}
+
+/* name's counters, made when absent */
+static PgName *pgx_name(PgIndex *x, const char *name)
+{
+	StrMapEnt *e = pgx_add(x, &x->names, name);
+	if (!e->v.i) {
+		x->info = xreallocarray(x->info, x->ninfo + 1, sizeof *x->info);
+		memset(&x->info[x->ninfo], 0, sizeof *x->info);
+		e->v.i = (int64_t)++x->ninfo;
+	}
+	return &x->info[e->v.i - 1];
+}
+
+static const PgName *pgx_find(const PgIndex *x, const char *name)
+{
+	const StrMapEnt *e = strmap_find(&x->names, name);
+	return e ? &x->info[e->v.i - 1] : NULL;
+}
+
+/* reads of a nested subgraph (every input of its nodes, at any depth, as
+ * pg_uses counts them) */
+static void sub_reads(PgIndex *x, const Onnx__GraphProto *g, int64_t d)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *n = g->node[i];
+		for (size_t k = 0; k < n->n_input; k++)
+			if (*n->input[k])
+				pgx_name(x, n->input[k])->uses += d;
+		for (size_t a = 0; a < n->n_attribute; a++) {
+			if (n->attribute[a]->g)
+				sub_reads(x, n->attribute[a]->g, d);
+			for (size_t k = 0; k < n->attribute[a]->n_graphs; k++)
+				sub_reads(x, n->attribute[a]->graphs[k], d);
+		}
+	}
+}
+
+void pgx_node(PgIndex *x, const Onnx__NodeProto *n, size_t i, int add)
+{
+	int64_t d = add ? 1 : -1;
+	for (size_t k = 0; k < n->n_input; k++)
+		if (*n->input[k]) {
+			/* the sum of the readers' i + 1 is the reader's when
+			 * there is one */
+			PgName *p = pgx_name(x, n->input[k]);
+			p->uses += d;
+			p->top += d;
+			p->topsum += d * (int64_t)(i + 1);
+		}
+	for (size_t a = 0; a < n->n_attribute; a++) {
+		if (n->attribute[a]->g)
+			sub_reads(x, n->attribute[a]->g, d);
+		for (size_t k = 0; k < n->attribute[a]->n_graphs; k++)
+			sub_reads(x, n->attribute[a]->graphs[k], d);
+	}
+	for (size_t k = 0; k < n->n_output; k++) {
+		if (!*n->output[k])
+			continue;
+		PgName *p = pgx_name(x, n->output[k]);
+		if (add && !p->prod)
+			p->prod = (int64_t)i + 1;
+		else if (!add && p->prod == (int64_t)i + 1)
+			p->prod = 0;
+	}
+}
+
+void pgx_add_init(PgIndex *x, Onnx__TensorProto *t)
+{
+	if (t->name && *t->name) {
+		StrMapEnt *e = pgx_add(x, &x->init, t->name);
+		if (!e->v.p)
+			e->v.p = t;
+	}
+}
+
+void pgx_build(PgIndex *x, const Onnx__GraphProto *g)
+{
+	memset(x, 0, sizeof *x);
+	strmap_reserve(&x->names, g->n_node + g->n_initializer + g->n_input);
+	strmap_reserve(&x->init, g->n_initializer);
+	for (size_t i = 0; i < g->n_initializer; i++)
+		pgx_add_init(x, g->initializer[i]);
+	Onnx__ValueInfoProto **lists[3] = {g->input, g->value_info, g->output};
+	size_t lens[3] = {g->n_input, g->n_value_info, g->n_output};
+	for (int l = 0; l < 3; l++)
+		for (size_t i = 0; i < lens[l]; i++) {
+			Onnx__ValueInfoProto *v = lists[l][i];
+			if (!v->name || !*v->name)
+				continue;
+			if (l == 0)
+				pgx_add(x, &x->in, v->name);
+			if (l == 2)
+				pgx_add(x, &x->out, v->name);
+			if (v->type && v->type->tensor_type && v->type->tensor_type->shape) {
+				StrMapEnt *e = pgx_add(x, &x->vi, v->name);
+				if (!e->v.p)
+					e->v.p = v;
+			}
+		}
+	for (size_t i = 0; i < g->n_node; i++)
+		pgx_node(x, g->node[i], i, 1);
+	NameSet sub = {0};
+	pg_sub_names(g, &sub);
+	for (StrMapEnt *e = NULL; (e = strmap_next(&sub, e));)
+		pgx_add(x, &x->sub, e->key);
+	nameset_free(&sub);
+}
+
+void pgx_free(PgIndex *x)
+{
+	StrMap *m[] = {&x->names, &x->init, &x->vi, &x->in, &x->out, &x->sub};
+	for (size_t i = 0; i < ARRAY_LEN(m); i++)
+		strmap_free(m[i]);
+	for (size_t i = 0; i < x->nblk; i++)
+		free(x->blk[i]);
+	free(x->blk);
+	free(x->info);
+	memset(x, 0, sizeof *x);
+}
+
+Onnx__TensorProto *pgx_init(const PgIndex *x, const char *name)
+{
+	return strmap_get(&x->init, name);
+}
+
+const Onnx__ValueInfoProto *pgx_annotation(const PgIndex *x, const char *name)
+{
+	return strmap_get(&x->vi, name);
+}
+
+int pgx_is_input(const PgIndex *x, const char *name)
+{
+	return strmap_find(&x->in, name) != NULL;
+}
+
+int pgx_is_output(const PgIndex *x, const char *name)
+{
+	return strmap_find(&x->out, name) != NULL;
+}
+
+int pgx_sub_defines(const PgIndex *x, const char *name)
+{
+	return strmap_find(&x->sub, name) != NULL;
+}
+
+long pgx_producer(const PgIndex *x, const char *name)
+{
+	const PgName *p = pgx_find(x, name);
+	return p ? (long)p->prod - 1 : -1;
+}
+
+size_t pgx_uses(const PgIndex *x, const char *name)
+{
+	const PgName *p = pgx_find(x, name);
+	return p && p->uses > 0 ? (size_t)p->uses : 0;
+}
+
+long pgx_only_reader(const PgIndex *x, const char *name)
+{
+	const PgName *p = pgx_find(x, name);
+	return p && p->top == 1 && p->uses == 1 ? (long)p->topsum - 1 : -1;
+}
+
+void pgx_move_reads(PgIndex *x, const char *from, const char *to)
+{
+	/* adding a name may move info[]: both exist before either is read */
+	pgx_name(x, from);
+	PgName *t = pgx_name(x, to), *f = pgx_name(x, from);
+	t->uses += f->uses;
+	t->top += f->top;
+	t->topsum += f->topsum;
+	f->uses = f->top = f->topsum = 0;
+}

@@ -160,6 +160,54 @@ void pg_add_init(Onnx__GraphProto *g, const char *name, Tensor *t);
 void pg_done_bytes(const Onnx__TensorProto *t, const void *d, size_t len, int owned);
 /* tensor_from_proto, then pg_done_bytes on the source */
 int pg_tensor(Model *m, const Onnx__TensorProto *p, Tensor *t);
+/* An index of one graph for a pass that asks about names per node:
+ * initializers, graph inputs and outputs, the first annotation with a
+ * shape (inputs, value_info, outputs, in that order), producers (name ->
+ * node index), reads (nested subgraphs included, and which top-level node
+ * reads a name read once) and the names nested subgraphs define. Made once
+ * per pass and graph: the pg_* queries search the graph each time, which
+ * made passes quadratic (fuse-bn on 2000 Conv + BatchNormalization: 3.8 s).
+ * A pass that edits the graph keeps the index true with pgx_node (a node's
+ * inputs and outputs leave it before the node changes and join it after)
+ * and pgx_add_init, and removes nodes only at its end (pg_drop_nodes), so
+ * node indices stay valid. Keys are owned copies: an edit may free the
+ * strings it read them from. */
+typedef struct PgName {
+	int64_t prod;        /* index + 1 of its producer, 0: none */
+	int64_t uses;        /* reads, nested subgraphs included */
+	int64_t top, topsum; /* top-level reads and the sum of their index + 1 */
+} PgName;
+typedef struct PgIndex {
+	StrMap names;    /* name -> index + 1 into info[] */
+	PgName *info;
+	size_t ninfo;
+	StrMap init;     /* name -> Onnx__TensorProto * */
+	StrMap vi;       /* name -> Onnx__ValueInfoProto * with a shape */
+	NameSet in, out, sub;
+	char **blk;      /* the keys' copies, in blocks freed at once */
+	size_t nblk, used;
+} PgIndex;
+void pgx_build(PgIndex *x, const Onnx__GraphProto *g);
+void pgx_free(PgIndex *x);
+Onnx__TensorProto *pgx_init(const PgIndex *x, const char *name);
+const Onnx__ValueInfoProto *pgx_annotation(const PgIndex *x, const char *name);
+int pgx_is_input(const PgIndex *x, const char *name);
+int pgx_is_output(const PgIndex *x, const char *name);
+int pgx_sub_defines(const PgIndex *x, const char *name);
+/* the index of name's producer, or -1 */
+long pgx_producer(const PgIndex *x, const char *name);
+/* reads of name, nested subgraphs included (pg_uses) */
+size_t pgx_uses(const PgIndex *x, const char *name);
+/* the index of the top-level node reading name when that is its only
+ * read, else -1 */
+long pgx_only_reader(const PgIndex *x, const char *name);
+/* node i (n) joins the index (add 1) or leaves it (add 0): its reads and,
+ * producing nothing else, its outputs */
+void pgx_node(PgIndex *x, const Onnx__NodeProto *n, size_t i, int add);
+void pgx_add_init(PgIndex *x, Onnx__TensorProto *t);
+/* the reads of from become to's (its readers are to be renamed) */
+void pgx_move_reads(PgIndex *x, const char *from, const char *to);
+
 /* apply fn to every subgraph of every node of g */
 int pg_each_subgraph(PrepCtx *c, Onnx__GraphProto *g, int (*fn)(PrepCtx *, Onnx__GraphProto *));
 

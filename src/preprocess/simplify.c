@@ -303,35 +303,101 @@ static int is_iota(const int64_t *p, size_t n)
 	return 1;
 }
 
+/* State of the transpose pass over one graph: an index (pgx_build) kept
+ * true as it goes, nodes removed only at the end (gone), readers of a
+ * bypassed output renamed as the sweep reaches them and once more at the
+ * end: a search, a removal and a rename of the whole graph per Transpose
+ * made long chains quadratic. */
+typedef struct TrState {
+	PgIndex x;
+	char *gone;
+	NameMap ren;
+} TrState;
+
+static void tr_begin(TrState *t, const Onnx__GraphProto *g)
+{
+	pgx_build(&t->x, g);
+	t->gone = xcalloc(g->n_node ? g->n_node : 1, 1);
+	memset(&t->ren, 0, sizeof t->ren);
+}
+
+/* apply the marks and renames so far; the number of nodes before i that
+ * went (so node i is now at i minus that) */
+static size_t tr_end(TrState *t, Onnx__GraphProto *g, size_t i)
+{
+	size_t before = 0;
+	for (size_t k = 0; k < i && k < g->n_node; k++)
+		before += (size_t)t->gone[k];
+	pg_apply_renames(g, &t->ren);
+	pg_drop_nodes(g, t->gone);
+	pg_renames_free(&t->ren);
+	free(t->gone);
+	pgx_free(&t->x);
+	return before;
+}
+
+/* pg_bypass of node *i (n), which must produce out from in: its readers
+ * read in. A graph output keeps its name: then pg_bypass itself runs on
+ * the graph as it stands with the marks so far applied, and the state
+ * starts again (*i moves with the nodes). 1 if done (node *i gone). */
+static int tr_bypass(TrState *t, Onnx__GraphProto *g, size_t *i, Onnx__NodeProto *n)
+{
+	const char *in = n->input[0], *out = n->output[0];
+	if (!*in || !*out || !strcmp(in, out) || pgx_sub_defines(&t->x, in) || pgx_sub_defines(&t->x, out))
+		return 0;
+	if (!pgx_is_output(&t->x, out)) {
+		pgx_node(&t->x, n, *i, 0);
+		pgx_move_reads(&t->x, out, in);
+		namemap_put(&t->ren, out, xstrdup(in));
+		t->gone[*i] = 1;
+		return 1;
+	}
+	char *a = xstrdup(in), *b = xstrdup(out);
+	*i -= tr_end(t, g, *i);
+	int r = pg_bypass(g, *i, a, b);
+	free(a);
+	free(b);
+	tr_begin(t, g);
+	if (r)
+		/* node *i is gone: the next one is at *i (the caller adds 1;
+		 * unsigned wrap at 0) */
+		(*i)--;
+	return r;
+}
+
 int prep_transpose(PrepCtx *c, Onnx__GraphProto *g)
 {
-	for (size_t i = 0; i < g->n_node;) {
+	TrState t;
+	tr_begin(&t, g);
+	int rc = 0;
+	for (size_t i = 0; i < g->n_node; i++) {
+		if (t.gone[i])
+			continue;
 		Onnx__NodeProto *n = g->node[i];
+		pg_rename_node_inputs(n, &t.ren);
 		const int64_t *p2;
 		size_t l2;
 		int r = get_perm(n, &p2, &l2);
-		if (r < 0)
-			return -1;
-		if (!r || n->n_input < 1) {
-			i++;
-			continue;
+		if (r < 0) {
+			rc = -1;
+			break;
 		}
+		if (!r || n->n_input < 1)
+			continue;
 		if (is_iota(p2, l2)) {
-			if (pg_bypass(g, i, n->input[0], n->output[0])) {
+			if (tr_bypass(&t, g, &i, n))
 				c->stat->changed++;
-				continue;
-			}
-			i++;
 			continue;
 		}
-		long j = pg_producer(g, n->input[0]);
+		long j = pgx_producer(&t.x, n->input[0]);
 		const int64_t *p1;
 		size_t l1;
 		if (j < 0 || (r = get_perm(g->node[j], &p1, &l1)) == 0 || l1 != l2 ||
-		    pg_uses(g, n->input[0]) != 1 || pg_is_output(g, n->input[0])) {
-			if (r < 0)
-				return -1;
-			i++;
+		    pgx_uses(&t.x, n->input[0]) != 1 || pgx_is_output(&t.x, n->input[0])) {
+			if (r < 0) {
+				rc = -1;
+				break;
+			}
 			continue;
 		}
 		/* y = T(T(x, p1), p2): y axis k is x axis p1[p2[k]] */
@@ -339,15 +405,17 @@ int prep_transpose(PrepCtx *c, Onnx__GraphProto *g)
 		for (size_t k = 0; k < l2; k++)
 			q[k] = p1[p2[k]];
 		Onnx__NodeProto *first = g->node[j];
+		pg_rename_node_inputs(first, &t.ren);
+		pgx_node(&t.x, n, i, 0);
+		pgx_node(&t.x, first, (size_t)j, 0);
 		char *x = xstrdup(first->input[0]);
 		free(n->input[0]);
 		n->input[0] = x;
-		pg_remove_node(g, (size_t)j);
-		if ((size_t)j < i)
-			i--;
+		pgx_node(&t.x, n, i, 1);
+		t.gone[j] = 1;
 		c->stat->changed++;
 		if (is_iota(q, l2)) {
-			if (pg_bypass(g, i, n->input[0], n->output[0])) {
+			if (tr_bypass(&t, g, &i, n)) {
 				c->stat->changed++;
 				continue;
 			}
@@ -356,7 +424,7 @@ int prep_transpose(PrepCtx *c, Onnx__GraphProto *g)
 			if (!strcmp(n->attribute[a]->name, "perm"))
 				memcpy(n->attribute[a]->ints, q, l2 * sizeof *q);
 		/* an identity that could not be bypassed stays as Transpose(iota) */
-		i++;
 	}
-	return pg_each_subgraph(c, g, prep_transpose);
+	tr_end(&t, g, 0);
+	return rc < 0 ? -1 : pg_each_subgraph(c, g, prep_transpose);
 }

@@ -244,14 +244,173 @@ static QParams *weight_params(QWeight *q, const char *const names[3], int64_t nc
 	return par;
 }
 
-/* the quantized tensor out (taken) and q's scales and zero points join g */
-static void weight_add(Onnx__GraphProto *g, QWeight *q, Tensor *out)
+/* the quantized tensor's layout and parameters, to write it from its float
+ * source now or, deferred, while the model is saved: plain (the source's
+ * layout; channel c of [outer, nch, inner]) or transposed (a 2-D [nr, nc]
+ * source stored [nc, nr]; one parameter per source row, or per tensor) */
+typedef struct WeightFill {
+	Model *m;                  /* deferred: the model ... */
+	Onnx__TensorProto *src;    /* ... and a copy of the weight's external reference */
+	int transposed;
+	int64_t outer, nch, inner; /* plain */
+	int64_t nr, nc;            /* transposed */
+	QParams *par;              /* nch (plain), nr or 1 (transposed) */
+	int per_row;               /* transposed: par[row], else par[0] */
+	int dtype, qmin, qmax;
+} WeightFill;
+
+static void fill_plain(const WeightFill *f, const FloatView *v, void *out)
 {
+	size_t esz = (size_t)dtype_bits(f->dtype) / 8;
+	int64_t dropped = 0;
+	for (int64_t o = 0; o < f->outer; o++)
+		for (int64_t c = 0; c < f->nch; c++)
+			for (int64_t i = 0; i < f->inner; i += RUN) {
+				int64_t off = (o * f->nch + c) * f->inner + i, n = f->inner - i < RUN ? f->inner - i : RUN;
+				quantize_values(v->x + off, (size_t)n, &f->par[c], f->qmin, f->qmax,
+						(char *)out + (size_t)off * esz);
+				if (off + n - dropped >= DROP) {
+					qc_float_drop(v, dropped, off + n);
+					dropped = off + n;
+				}
+			}
+}
+
+/* a block of source rows quantized, then written out as columns: the
+ * writes stay within a cache line per output row */
+static void fill_transposed(const WeightFill *f, const FloatView *v, void *out)
+{
+	enum { RB = 64 };
+	int64_t nr = f->nr, nc = f->nc;
+	size_t esz = (size_t)dtype_bits(f->dtype) / 8;
+	uint8_t *tmp = xmalloc((size_t)RB * (size_t)(nc ? nc : 1) * esz), *y = out;
+	int64_t dropped = 0;
+	for (int64_t r0 = 0; r0 < nr; r0 += RB) {
+		int64_t rn = nr - r0 < RB ? nr - r0 : RB;
+		for (int64_t r = 0; r < rn; r++)
+			quantize_values(v->x + (r0 + r) * nc, (size_t)nc, &f->par[f->per_row ? r0 + r : 0], f->qmin,
+					f->qmax, tmp + (size_t)(r * nc) * esz);
+		for (int64_t k = 0; k < nc; k++)
+			for (int64_t r = 0; r < rn; r++) {
+				if (esz == 1)
+					y[k * nr + r0 + r] = tmp[r * nc + k];
+				else
+					memcpy(y + (size_t)(k * nr + r0 + r) * esz, tmp + (size_t)(r * nc + k) * esz, esz);
+			}
+		if ((r0 + rn) * nc - dropped >= DROP) {
+			qc_float_drop(v, dropped, (r0 + rn) * nc);
+			dropped = (r0 + rn) * nc;
+		}
+	}
+	free(tmp);
+}
+
+static void weight_fill(const WeightFill *f, const FloatView *v, void *out)
+{
+	if (f->transposed)
+		fill_transposed(f, v, out);
+	else
+		fill_plain(f, v, out);
+}
+
+/* TensorFill of a deferred weight: the source read again, where it lies */
+static int fill_deferred(void *ud, const Onnx__TensorProto *t, void *out, size_t len)
+{
+	WeightFill *f = ud;
+	FloatView v;
+	if (qc_float_view(f->m, f->src, &v) < 0) {
+		qc_float_done(&v);
+		return error_prefix("quantizing '%s'", t->name ? t->name : "");
+	}
+	if (len != dtype_nbytes(f->dtype, v.numel)) {
+		qc_float_done(&v);
+		return error("quantizing '%s': its source '%s' changed size (%lld values) since it was read",
+			     t->name ? t->name : "", f->src->name ? f->src->name : "", (long long)v.numel);
+	}
+	weight_fill(f, &v, out);
+	qc_float_done(&v);
+	return 0;
+}
+
+static void fill_free(void *ud)
+{
+	WeightFill *f = ud;
+	if (f->src)
+		onnx__tensor_proto__free_unpacked(f->src, NULL);
+	free(f->par);
+	free(f);
+}
+
+Onnx__TensorProto *qc_proto_copy(const Onnx__TensorProto *t)
+{
+	size_t len = onnx__tensor_proto__get_packed_size(t);
+	uint8_t *buf = xmalloc(len ? len : 1);
+	onnx__tensor_proto__pack(t, buf);
+	Onnx__TensorProto *c = onnx__tensor_proto__unpack(NULL, len, buf);
+	free(buf);
+	if (!c)
+		fatalx(1, "tensor '%s': a copy of it does not decode", t->name ? t->name : "");
+	return c;
+}
+
+void qc_add_deferred(Model *m, Onnx__GraphProto *g, const char *name, int dtype, int rank, const int64_t *dims,
+		     TensorFill fill, void (*done)(void *ud), void *ud)
+{
+	Onnx__TensorProto *p = xmalloc(sizeof *p);
+	onnx__tensor_proto__init(p);
+	p->name = xstrdup(name);
+	p->has_data_type = 1;
+	p->data_type = dtype;
+	p->n_dims = (size_t)rank;
+	p->dims = xmalloc(sizeof(int64_t) * (size_t)(rank ? rank : 1));
+	int64_t n = 1;
+	for (int k = 0; k < rank; k++)
+		n *= p->dims[k] = dims[k];
+	p->has_raw_data = 1;
+	p->raw_data.len = dtype_nbytes(dtype, n);
+	p->raw_data.data = NULL;
 	g->initializer = xreallocarray(g->initializer, g->n_initializer + 1, sizeof *g->initializer);
-	g->initializer[g->n_initializer++] = qc_proto_take(out, q->qname);
+	g->initializer[g->n_initializer++] = p;
+	model_defer(m, p, fill, done, ud);
+}
+
+/* The quantized tensor of w (rank, dims), from v and f, joins g followed by
+ * q's scales and zero points: made now, or when defer (w's data external)
+ * a model_defer shell made from w again while the model is saved, so a
+ * converter never holds its results. v is done with; f->par is taken. */
+static int weight_make(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, QWeight *q, WeightFill *f,
+		       FloatView *v, int rank, const int64_t *dims, int defer)
+{
+	if (defer) {
+		qc_float_done(v);
+		WeightFill *d = xmalloc(sizeof *d);
+		*d = *f;
+		d->m = m;
+		d->src = qc_proto_copy(w);
+		qc_add_deferred(m, g, q->qname, q->dtype, rank, dims, fill_deferred, fill_free, d);
+	} else {
+		Tensor out = {0};
+		if (tensor_alloc(&out, q->dtype, rank, dims) < 0) {
+			qc_float_done(v);
+			free(f->par);
+			qc_weight_free(q);
+			return -1;
+		}
+		weight_fill(f, v, out.data);
+		qc_float_done(v);
+		free(f->par);
+		g->initializer = xreallocarray(g->initializer, g->n_initializer + 1, sizeof *g->initializer);
+		g->initializer[g->n_initializer++] = qc_proto_take(&out, q->qname);
+	}
 	int prank = q->axis < 0 ? 0 : 1;
 	qg_add_values(g, q->sname, DT_FLOAT, prank, &q->nch, q->scales);
 	qc_add_zp(g, q->zname, q->dtype, prank, &q->nch, q->zps, q->nch);
+	return 0;
+}
+
+static int is_external(const Onnx__TensorProto *t)
+{
+	return t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 }
 
 /* base_quantized, base_scale, base_zero_point (malloc'd) */
@@ -262,20 +421,9 @@ static void default_names(char *names[3], const char *base)
 	names[2] = xasprintf("%s_zero_point", base);
 }
 
-int qc_quant_weight(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, int dtype,
-		    int symmetric, int reduce_range, int axis, QWeight *q)
-{
-	char *nm[3];
-	default_names(nm, w->name);
-	int r = qc_quant_weight_named(m, g, w, nm[0], nm[1], nm[2], dtype, symmetric, reduce_range, axis, q);
-	for (int i = 0; i < 3; i++)
-		free(nm[i]);
-	return r;
-}
-
-int qc_quant_weight_named(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, const char *qname,
-			  const char *sname, const char *zname, int dtype, int symmetric, int reduce_range,
-			  int axis, QWeight *q)
+/* qc_quant_weight_named, its bytes made while the model is saved when defer */
+static int quant_plain(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, const char *const names[3],
+		       int dtype, int symmetric, int reduce_range, int axis, int defer, QWeight *q)
 {
 	memset(q, 0, sizeof *q);
 	int rank = (int)w->n_dims;
@@ -283,8 +431,7 @@ int qc_quant_weight_named(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto
 		return error("weight '%s' has rank %d: no axis %d for per-channel quantization", w->name, rank,
 			     axis);
 	FloatView v;
-	Tensor out = {0};
-	if (qc_float_view(m, w, &v) < 0 || tensor_alloc(&out, dtype, rank, w->dims) < 0) {
+	if (qc_float_view(m, w, &v) < 0) {
 		qc_float_done(&v);
 		return -1;
 	}
@@ -296,87 +443,82 @@ int qc_quant_weight_named(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto
 	int64_t outer = nch ? v.numel / (nch * (inner ? inner : 1)) : 0;
 	float *lo = xcalloc(nch ? (size_t)nch : 1, sizeof *lo), *hi = xcalloc(nch ? (size_t)nch : 1, sizeof *hi);
 	weight_ranges(&v, outer, nch, inner, lo, hi);
-	const char *names[3] = {qname, sname, zname};
-	QParams *par = weight_params(q, names, nch, axis, dtype, symmetric, reduce_range, lo, hi);
-	int qmin, qmax;
-	qrange(dtype, symmetric, reduce_range, &qmin, &qmax);
-	size_t esz = (size_t)dtype_bits(dtype) / 8;
-	int64_t dropped = 0;
-	for (int64_t o = 0; o < outer; o++)
-		for (int64_t c = 0; c < nch; c++)
-			for (int64_t i = 0; i < inner; i += RUN) {
-				int64_t off = (o * nch + c) * inner + i, n = inner - i < RUN ? inner - i : RUN;
-				quantize_values(v.x + off, (size_t)n, &par[c], qmin, qmax,
-						(char *)out.data + (size_t)off * esz);
-				if (off + n - dropped >= DROP) {
-					qc_float_drop(&v, dropped, off + n);
-					dropped = off + n;
-				}
-			}
-	qc_float_done(&v);
+	WeightFill f = {.outer = outer, .nch = nch, .inner = inner, .dtype = dtype};
+	f.par = weight_params(q, names, nch, axis, dtype, symmetric, reduce_range, lo, hi);
 	free(lo);
 	free(hi);
-	free(par);
-	weight_add(g, q, &out);
-	return 0;
+	qrange(dtype, symmetric, reduce_range, &f.qmin, &f.qmax);
+	return weight_make(m, g, w, q, &f, &v, rank, w->dims, defer);
 }
 
-int qc_quant_weight_transposed(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w,
-			       const char *base, int dtype, int symmetric, int reduce_range, int axis,
-			       QWeight *q)
+/* qc_quant_weight_transposed, deferred as quant_plain */
+static int quant_transposed(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, const char *base,
+			    int dtype, int symmetric, int reduce_range, int axis, int defer, QWeight *q)
 {
 	memset(q, 0, sizeof *q);
 	if (w->n_dims != 2 || (axis != -1 && axis != 1))
 		return error("weight '%s': a transposed weight must be 2-D, quantized per tensor or along axis 1",
 			     w->name);
 	FloatView v;
-	Tensor out = {0};
-	int64_t nr = w->dims[0], nc = w->dims[1], td[2] = {nc, nr};
-	if (qc_float_view(m, w, &v) < 0 || tensor_alloc(&out, dtype, 2, td) < 0) {
+	if (qc_float_view(m, w, &v) < 0) {
 		qc_float_done(&v);
 		return -1;
 	}
+	int64_t nr = w->dims[0], nc = w->dims[1], td[2] = {nc, nr};
 	/* axis 1 of [K, N] is axis 0 (rows) of the source [N, K] */
 	int64_t nch = axis < 0 ? 1 : nr;
 	float *lo = xcalloc(nch ? (size_t)nch : 1, sizeof *lo), *hi = xcalloc(nch ? (size_t)nch : 1, sizeof *hi);
 	weight_ranges(&v, 1, nch, nch ? v.numel / nch : 0, lo, hi);
 	char *nm[3];
 	default_names(nm, base);
-	QParams *par = weight_params(q, (const char *const *)nm, nch, axis, dtype, symmetric, reduce_range, lo, hi);
+	WeightFill f = {.transposed = 1, .nr = nr, .nc = nc, .per_row = axis >= 0, .dtype = dtype};
+	f.par = weight_params(q, (const char *const *)nm, nch, axis, dtype, symmetric, reduce_range, lo, hi);
 	for (int i = 0; i < 3; i++)
 		free(nm[i]);
-	int qmin, qmax;
-	qrange(dtype, symmetric, reduce_range, &qmin, &qmax);
-	size_t esz = (size_t)dtype_bits(dtype) / 8;
-	/* a block of source rows quantized, then written out as columns: the
-	 * writes stay within a cache line per output row */
-	enum { RB = 64 };
-	uint8_t *tmp = xmalloc((size_t)RB * (size_t)(nc ? nc : 1) * esz), *y = out.data;
-	int64_t dropped = 0;
-	for (int64_t r0 = 0; r0 < nr; r0 += RB) {
-		int64_t rn = nr - r0 < RB ? nr - r0 : RB;
-		for (int64_t r = 0; r < rn; r++)
-			quantize_values(v.x + (r0 + r) * nc, (size_t)nc, &par[axis < 0 ? 0 : r0 + r], qmin, qmax,
-					tmp + (size_t)(r * nc) * esz);
-		for (int64_t k = 0; k < nc; k++)
-			for (int64_t r = 0; r < rn; r++) {
-				if (esz == 1)
-					y[k * nr + r0 + r] = tmp[r * nc + k];
-				else
-					memcpy(y + (size_t)(k * nr + r0 + r) * esz, tmp + (size_t)(r * nc + k) * esz, esz);
-			}
-		if ((r0 + rn) * nc - dropped >= DROP) {
-			qc_float_drop(&v, dropped, (r0 + rn) * nc);
-			dropped = (r0 + rn) * nc;
-		}
-	}
-	free(tmp);
-	qc_float_done(&v);
 	free(lo);
 	free(hi);
-	free(par);
-	weight_add(g, q, &out);
-	return 0;
+	qrange(dtype, symmetric, reduce_range, &f.qmin, &f.qmax);
+	return weight_make(m, g, w, q, &f, &v, 2, td, defer);
+}
+
+int qc_quant_weight(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, int dtype,
+		    int symmetric, int reduce_range, int axis, QWeight *q)
+{
+	char *nm[3];
+	default_names(nm, w->name);
+	int r = quant_plain(m, g, w, (const char *const *)nm, dtype, symmetric, reduce_range, axis, 0, q);
+	for (int i = 0; i < 3; i++)
+		free(nm[i]);
+	return r;
+}
+
+int qc_quant_weight_named(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, const char *qname,
+			  const char *sname, const char *zname, int dtype, int symmetric, int reduce_range,
+			  int axis, QWeight *q)
+{
+	const char *names[3] = {qname, sname, zname};
+	return quant_plain(m, g, w, names, dtype, symmetric, reduce_range, axis, 0, q);
+}
+
+int qc_quant_weight_transposed(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w,
+			       const char *base, int dtype, int symmetric, int reduce_range, int axis,
+			       QWeight *q)
+{
+	return quant_transposed(m, g, w, base, dtype, symmetric, reduce_range, axis, 0, q);
+}
+
+int qc_quant_weight_at_save(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, int transposed,
+			    const char *base, int dtype, int symmetric, int reduce_range, int axis, QWeight *q)
+{
+	int defer = is_external(w);
+	if (transposed)
+		return quant_transposed(m, g, w, base, dtype, symmetric, reduce_range, axis, defer, q);
+	char *nm[3];
+	default_names(nm, base);
+	int r = quant_plain(m, g, w, (const char *const *)nm, dtype, symmetric, reduce_range, axis, defer, q);
+	for (int i = 0; i < 3; i++)
+		free(nm[i]);
+	return r;
 }
 
 void qc_add_zp(Onnx__GraphProto *g, const char *name, int dtype, int rank, const int64_t *dims,
@@ -451,8 +593,12 @@ void qc_report_node_in(QuantReport *rep, const char *scope, const Onnx__NodeProt
  * few levels, and each channel is a feature of its own downstream
  * (silero-vad's re-parameterized convolutions: 2.5-28 dB per channel with
  * one scale, its speech decisions then wrong in 69% of chunks). */
-static double sym8_sqnr(const float *x, int64_t outer, int64_t ch, int64_t inner, int per_channel)
+static double sym8_sqnr(const FloatView *fv, int64_t outer, int64_t ch, int64_t inner, int per_channel)
 {
+	/* mapped pages go back to the file every DROP values read (as
+	 * weight_ranges): a 1 GiB weight is never all resident */
+	const float *x = fv->x;
+	int64_t dropped = 0;
 	float all = 0;
 	float *mx = xcalloc((size_t)ch, sizeof *mx);
 	double *sig = xcalloc((size_t)ch, sizeof *sig), *err = xcalloc((size_t)ch, sizeof *err);
@@ -461,7 +607,12 @@ static double sym8_sqnr(const float *x, int64_t outer, int64_t ch, int64_t inner
 			const float *p = x + (o * ch + c) * inner;
 			for (int64_t i = 0; i < inner; i++)
 				mx[c] = fmaxf(mx[c], fabsf(p[i]));
+			if ((o * ch + c + 1) * inner - dropped >= DROP) {
+				qc_float_drop(fv, dropped, (o * ch + c + 1) * inner);
+				dropped = (o * ch + c + 1) * inner;
+			}
 		}
+	dropped = 0;
 	for (int64_t c = 0; c < ch; c++)
 		all = fmaxf(all, mx[c]);
 	for (int64_t o = 0; o < outer; o++)
@@ -473,6 +624,10 @@ static double sym8_sqnr(const float *x, int64_t outer, int64_t ch, int64_t inner
 				double v = p[i], d = v - nearbyint(v / s) * s;
 				sig[c] += v * v;
 				err[c] += d * d;
+			}
+			if ((o * ch + c + 1) * inner - dropped >= DROP) {
+				qc_float_drop(fv, dropped, (o * ch + c + 1) * inner);
+				dropped = (o * ch + c + 1) * inner;
 			}
 		}
 	double sum = 0;
@@ -507,7 +662,7 @@ int qc_per_channel(Model *m, const QuantOpts *o, QuantReport *rep, const Onnx__T
 		outer *= w->dims[k];
 	for (size_t k = (size_t)axis + 1; k < w->n_dims; k++)
 		inner *= w->dims[k];
-	double t = sym8_sqnr(v.x, outer, ch, inner, 0), c = sym8_sqnr(v.x, outer, ch, inner, 1);
+	double t = sym8_sqnr(&v, outer, ch, inner, 0), c = sym8_sqnr(&v, outer, ch, inner, 1);
 	qc_float_done(&v);
 	int pc = t < PC_AUTO_DB && c > t;
 	if (rep) {

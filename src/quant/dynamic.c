@@ -30,7 +30,12 @@
  * holds them: a weight of an enclosing graph is quantized once in that
  * graph (both branches share it), the DynamicQuantizeLinear of an outer
  * activation goes in the graph that defines it, and new node and tensor
- * names in a body carry its scope ("If_0/then/fc"). */
+ * names in a body carry its scope ("If_0/then/fc").
+ *
+ * In a model saved next (QuantOpts.save_next), weights held in external
+ * data get their scales and zero points now and their 8-bit tensors while
+ * the model is written (model_defer; qc_quant_weight_at_save, LstmFill):
+ * a big model never holds all its quantized weights. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,8 +88,16 @@ static int dyn_weight(DCtx *c, const char *key, const Onnx__TensorProto *src, in
 			return 0;
 		}
 	QWeight q;
-	int r = transpose ? qc_quant_weight_transposed(c->m, c->g, src, key, dtype, symmetric, c->o->reduce_range, axis, &q)
-			  : qc_quant_weight(c->m, c->g, src, dtype, symmetric, c->o->reduce_range, axis, &q);
+	int rr = c->o->reduce_range, r;
+	/* a model saved next gets external weights quantized as they are
+	 * written (model_defer): the int8 results are never all held */
+	if (c->o->save_next)
+		r = qc_quant_weight_at_save(c->m, c->g, src, transpose, transpose ? key : src->name, dtype, symmetric, rr,
+					    axis, &q);
+	else if (transpose)
+		r = qc_quant_weight_transposed(c->m, c->g, src, key, dtype, symmetric, rr, axis, &q);
+	else
+		r = qc_quant_weight(c->m, c->g, src, dtype, symmetric, rr, axis, &q);
 	if (r < 0)
 		return -1;
 	c->wq = xreallocarray(c->wq, c->wkey.n + 1, sizeof *c->wq);
@@ -300,9 +313,70 @@ static int dyn_conv(DCtx *c, Onnx__NodeProto *n, const char **why)
 	return 1;
 }
 
+/* An LSTM weight W [dirs, 4H, K] quantized in nch groups of len values
+ * (a row of 4H, or a direction) and stored transposed per direction:
+ * value (d, row, i) goes to (d, i, row) */
+typedef struct LstmFill {
+	Model *m;                  /* deferred: the model ... */
+	Onnx__TensorProto *src;    /* ... and a copy of W's external reference */
+	int64_t nch, len, gh, k;
+	QParams *par;              /* nch */
+	int qmin, qmax;
+} LstmFill;
+
+/* the source's pages go back to the file every DROP values read */
+enum { DROP = 1 << 22 };
+
+static void lstm_fill(const LstmFill *f, const FloatView *v, uint8_t *out)
+{
+	int64_t len = f->len, gh = f->gh, k = f->k, dropped = 0;
+	uint8_t *tmp = xmalloc(len ? (size_t)len : 1);
+	for (int64_t g = 0; g < f->nch; g++) {
+		quantize_values(v->x + g * len, (size_t)len, &f->par[g], f->qmin, f->qmax, tmp);
+		for (int64_t e = 0; e < len; e++) {
+			int64_t flat = g * len + e, d = flat / (gh * k), row = flat / k % gh, i = flat % k;
+			out[(d * k + i) * gh + row] = tmp[e];
+		}
+		if ((g + 1) * len - dropped >= DROP) {
+			qc_float_drop(v, dropped, (g + 1) * len);
+			dropped = (g + 1) * len;
+		}
+	}
+	free(tmp);
+}
+
+/* TensorFill of a deferred LSTM weight: W read again, where it lies */
+static int lstm_fill_deferred(void *ud, const Onnx__TensorProto *t, void *out, size_t len)
+{
+	LstmFill *f = ud;
+	FloatView v;
+	if (qc_float_view(f->m, f->src, &v) < 0) {
+		qc_float_done(&v);
+		return error_prefix("quantizing '%s'", t->name);
+	}
+	if (v.numel != f->nch * f->len || len != (size_t)v.numel) {
+		qc_float_done(&v);
+		return error("quantizing '%s': its source '%s' changed size (%lld values) since it was read", t->name,
+			     f->src->name, (long long)v.numel);
+	}
+	lstm_fill(f, &v, out);
+	qc_float_done(&v);
+	return 0;
+}
+
+static void lstm_fill_free(void *ud)
+{
+	LstmFill *f = ud;
+	if (f->src)
+		onnx__tensor_proto__free_unpacked(f->src, NULL);
+	free(f->par);
+	free(f);
+}
+
 /* LSTM weight wp ([dirs, 4H, K], an initializer of scope c) quantized per
  * direction or per row and stored transposed [dirs, K, 4H] (see the top);
- * once per weight, as dyn_weight */
+ * once per weight, as dyn_weight. External data of a model saved next is
+ * quantized while it is written (model_defer), as dyn_weight's. */
 static int dyn_lstm_weight(DCtx *c, const Onnx__TensorProto *wp, const QWeight **out)
 {
 	char *key = xasprintf("%s (DynamicQuantizeLSTM)", wp->name);
@@ -312,55 +386,68 @@ static int dyn_lstm_weight(DCtx *c, const Onnx__TensorProto *wp, const QWeight *
 			*out = &c->wq[i];
 			return 0;
 		}
-	Tensor t = {0}, qt = {0};
-	if (tensor_from_proto(c->m, wp, &t) < 0) {
+	FloatView v;
+	if (qc_float_view(c->m, wp, &v) < 0) {
+		qc_float_done(&v);
 		free(key);
 		return -1;
 	}
 	int pc = qc_per_channel(c->m, c->o, c->rep, wp, 1), dt = c->o->weight_type, sym = dt == DT_INT8 || pc;
 	if (pc < 0) {
-		tensor_free(&t);
+		qc_float_done(&v);
 		free(key);
 		return -1;
 	}
-	int64_t nd = t.dims[0], gh = t.dims[1], k = t.dims[2];
+	int64_t nd = wp->dims[0], gh = wp->dims[1], k = wp->dims[2];
 	int64_t nch = pc ? nd * gh : nd, len = pc ? k : gh * k;   /* groups, values per group */
 	int64_t qd[3] = {nd, k, gh};
-	if (tensor_alloc(&qt, dt, 3, qd) < 0) {
-		tensor_free(&t);
-		free(key);
-		return -1;
-	}
+	LstmFill f = {.nch = nch, .len = len, .gh = gh, .k = k};
+	f.par = xcalloc(nch ? (size_t)nch : 1, sizeof *f.par);
+	qrange(dt, sym, c->o->reduce_range, &f.qmin, &f.qmax);
 	QWeight q = {.nch = nch, .axis = pc ? 1 : nd > 1 ? 0 : -1, .dtype = dt};
 	q.scales = xcalloc(nch ? (size_t)nch : 1, sizeof *q.scales);
 	q.zps = xcalloc(nch ? (size_t)nch : 1, sizeof *q.zps);
-	int qmin, qmax;
-	qrange(dt, sym, c->o->reduce_range, &qmin, &qmax);
-	uint8_t *tmp = xmalloc(len ? (size_t)len : 1);
-	const float *x = t.data;
+	int64_t dropped = 0;
 	for (int64_t g = 0; g < nch; g++) {
-		const float *v = x + g * len;
-		float lo = len ? v[0] : 0, hi = lo;
+		const float *x = v.x + g * len;
+		float lo = len ? x[0] : 0, hi = lo;
 		for (int64_t i = 1; i < len; i++) {
-			lo = v[i] < lo ? v[i] : lo;
-			hi = v[i] > hi ? v[i] : hi;
+			lo = x[i] < lo ? x[i] : lo;
+			hi = x[i] > hi ? x[i] : hi;
 		}
-		QParams p = qparams_compute(lo, hi, dt, sym, c->o->reduce_range);
-		q.scales[g] = p.scale;
-		q.zps[g] = p.zero_point;
-		quantize_values(v, (size_t)len, &p, qmin, qmax, tmp);
-		/* value (d, row, i) of W goes to (d, i, row) */
-		for (int64_t e = 0; e < len; e++) {
-			int64_t flat = g * len + e, d = flat / (gh * k), row = flat / k % gh, i = flat % k;
-			((uint8_t *)qt.data)[(d * k + i) * gh + row] = tmp[e];
+		f.par[g] = qparams_compute(lo, hi, dt, sym, c->o->reduce_range);
+		q.scales[g] = f.par[g].scale;
+		q.zps[g] = f.par[g].zero_point;
+		if ((g + 1) * len - dropped >= DROP) {
+			qc_float_drop(&v, dropped, (g + 1) * len);
+			dropped = (g + 1) * len;
 		}
 	}
-	free(tmp);
-	tensor_free(&t);
 	q.qname = xasprintf("%s_quantized", wp->name);
 	q.sname = xasprintf("%s_scale", wp->name);
 	q.zname = xasprintf("%s_zero_point", wp->name);
-	qg_add_init(c->g, q.qname, &qt);
+	if (c->o->save_next && wp->has_data_location &&
+	    wp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+		qc_float_done(&v);
+		LstmFill *d = xmalloc(sizeof *d);
+		*d = f;
+		d->m = c->m;
+		d->src = qc_proto_copy(wp);
+		qc_add_deferred(c->m, c->g, q.qname, dt, 3, qd, lstm_fill_deferred, lstm_fill_free, d);
+	} else {
+		Tensor qt = {0};
+		if (tensor_alloc(&qt, dt, 3, qd) < 0) {
+			qc_float_done(&v);
+			free(f.par);
+			qc_weight_free(&q);
+			free(key);
+			return -1;
+		}
+		lstm_fill(&f, &v, qt.data);
+		qc_float_done(&v);
+		free(f.par);
+		qg_add_init(c->g, q.qname, &qt);
+	}
 	int64_t sd[2] = {nd, gh};
 	qg_add_values(c->g, q.sname, DT_FLOAT, pc ? 2 : 1, sd, q.scales);
 	qc_add_zp(c->g, q.zname, dt, pc ? 2 : 1, sd, q.zps, nch);

@@ -51,6 +51,20 @@ int qc_quant_weight_transposed(Model *m, Onnx__GraphProto *g, const Onnx__Tensor
 int qc_quant_weight_named(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, const char *qname,
 			  const char *sname, const char *zname, int dtype, int symmetric, int reduce_range,
 			  int axis, QWeight *q);
+/* qc_quant_weight (transposed: qc_quant_weight_transposed) under base's
+ * names, for a model saved next (QuantOpts.save_next): when w's data is
+ * external, the scales and zero points are computed now and the quantized
+ * tensor is a model_defer shell whose bytes are made from w, read again,
+ * while model_save writes them, so the rewrite never holds its results.
+ * The same bytes either way. */
+int qc_quant_weight_at_save(Model *m, Onnx__GraphProto *g, const Onnx__TensorProto *w, int transposed,
+			    const char *base, int dtype, int symmetric, int reduce_range, int axis, QWeight *q);
+/* add to g initializer name (dtype, dims) whose bytes fill(ud) makes while
+ * m is saved (model_defer; done(ud) frees ud with the model) */
+void qc_add_deferred(Model *m, Onnx__GraphProto *g, const char *name, int dtype, int rank, const int64_t *dims,
+		     TensorFill fill, void (*done)(void *ud), void *ud);
+/* a deep copy of t (for an external tensor, its reference: no data) */
+Onnx__TensorProto *qc_proto_copy(const Onnx__TensorProto *t);
 void qc_weight_free(QWeight *q);
 
 /* A float initializer's values read where they lie when they can be (raw

@@ -407,7 +407,9 @@ olrules ol2 4
 "$Q" -C "$O" > "$TMPD/log_ax2" 2>&1
 st=$?
 [ $st -eq 0 ] && grep -q "^verify: ol2: the gates pass with 2 nodes left in float; .*: quantize.exclude-nodes = fc2 fc1\$" "$TMPD/log_ax2" &&
-	! grep -q 'round 3' "$TMPD/log_ax2" && pass "auto-exclusion stops at the first passing round (two nodes)" ||
+	grep '^verify: ol2: auto-exclude round [0-9]*: +' "$TMPD/log_ax2" | tail -1 | grep -q ': gates pass$' &&
+	[ "$(grep -c '^verify: ol2: auto-exclude round [0-9]*: .*: gates pass$' "$TMPD/log_ax2")" -eq 1 ] &&
+	pass "auto-exclusion stops at the first passing round (two nodes)" ||
 	fail "auto-exclusion stops at the first passing round (two nodes)" "status $st: $(grep '^verify: ol2: [a-z]' "$TMPD/log_ax2")"
 # gates no quantization can meet: auto-exclusion tries the quantized nodes
 # in turn, each once, keeping in float only those whose round measures
@@ -420,16 +422,20 @@ expect_err "auto-exclusion tries every quantized node before giving up" 1 "model
 import json
 r = json.load(open('$O/build/ol/failed/verify/verify.json'))['auto_exclude']
 rounds = r['rounds'][1:]
-tried = [x['added'] for x in rounds]
-kept = [x['added'] for x in rounds if x['kept']]
-assert len(tried) == len(set(tried)) and kept == r['excluded'] and kept, (tried, r['excluded'])
+tried = [(x['from_round'], x['tensor']) for x in rounds] + [(x['same_as_round'], x['tensor']) for x in r['unchanged']]
+sets = [(x['from_round'], tuple(sorted(x['nodes']))) for x in rounds]
+kept = [n for x in rounds if x['kept'] for n in x['nodes']]
+assert len(tried) == len(set(tried)) and len(sets) == len(set(sets)), (tried, sets)
+assert kept == r['excluded'] and kept, (kept, r['excluded'])
+assert all(x['added'] == ' '.join(x['nodes']) for x in rounds), rounds
 last = r['rounds'][0]
-for x in rounds:
+for i, x in enumerate(rounds):
+    assert r['rounds'][x['from_round']] is last, (i, x)
     better = x['gates_failed'] < last['gates_failed'] or (x['gates_failed'] == last['gates_failed'] and x['min_sqnr_db'] > last['min_sqnr_db'])
     assert better == x['kept'], (x, last)
     if x['kept']:
         last = x
-" 2>"$TMPD/err" && grep -q "^verify: ol: auto-exclude: \(stopping before [a-z0-9_]*: .*nothing to quantize\|no further quantized node\|[0-9]* nodes tried in float made nothing better\)" "$TMPD/.stderr" &&
+" 2>"$TMPD/err" && grep -q "^verify: ol: auto-exclude: \(stopping before [a-z0-9_]*: .*nothing to quantize\|no further quantized node\|[0-9]* rounds in float made nothing better\)" "$TMPD/.stderr" &&
 	pass "auto-exclusion keeps in float only the nodes whose round measures better" ||
 	fail "auto-exclusion keeps in float only the nodes whose round measures better" "$(tail -1 "$TMPD/err") $(grep 'auto-exclude: [a-z0-9]' "$TMPD/.stderr")"
 printf '[model old]\nsource = ol.onnx\nquantize = dynamic\nverify.data = test.npz\nverify.min-sqnr = 30\nverify.auto-exclude = 2\n' > "$O/rules/m.rules"

@@ -14,15 +14,24 @@
  *
  * Auto-exclusion (verify.auto-exclude = N): when the gates fail, the float
  * model is quantized again with the quantize stage's own options (and
- * calibration statistics) plus the worst-ranked exclusion candidate, and
- * measured again; one node per round, the ranking measured afresh each time
- * (leaving a node in float changes what the nodes after it add), until the
- * gates pass or N nodes are left in float. A round that measures no better
- * (fewer failed gates, else a higher lowest output SQNR) is undone and its
- * node tried no more: a node whose tensors stay quantized for quantized
- * neighbours changes nothing by itself, and one that makes the output
- * worse is not worth its float; at most 2N rounds are undone. The output
- * is then the re-quantized model, with its quant.json. */
+ * calibration statistics) plus an exclusion, and measured again; one
+ * tensor per round, the ranking measured afresh each time (leaving nodes
+ * in float changes what the steps after them add), until the gates pass or
+ * N nodes are left in float. A round takes the worst-ranked tensor's step
+ * out (src/verify/exclude.c): the quantized nodes that compute it, and when
+ * the tensor itself goes through a Q/DQ pair, if need be its quantized
+ * consumers too (followed through nodes that only move values, which would
+ * quantize the same values again), so that the tensor is no longer
+ * quantized; then the nodes the others make float anyway are dropped. A
+ * change that quantizes the model as before (the same verify_qsig) is not
+ * measured: leaving a Transpose between quantized nodes in float only
+ * moves its Q/DQ pair. A round that measures no better (fewer failed
+ * gates, else a higher lowest output SQNR) is undone: one that makes the
+ * output worse is not worth its float. Against one kept model, each tensor
+ * is tried once and each set of nodes measured once (a kept round changes
+ * the model, and what the steps add, so they may be tried again); at most
+ * 2N rounds are undone. A set that would leave nothing quantized is
+ * skipped. The output is then the re-quantized model, with its quant.json. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,7 +230,7 @@ static void requant_close(Requant *rq)
 }
 
 /* a fresh copy of the float model quantized with rq's options (and its
- * report, which the caller frees) */
+ * report, which the caller frees); an error is the caller's to place */
 static int requant(StageCtx *c, Requant *rq, Model **out, QuantReport *qrep)
 {
 	Model *m = NULL;
@@ -231,8 +240,8 @@ static int requant(StageCtx *c, Requant *rq, Model **out, QuantReport *qrep)
 		error_prefix("reference model");
 	else
 		rq->ref_size = model_disk_size(m, c->reference);
-	if (r == 0 && (r = quant_model(m, rq->stats, &rq->o, qrep)) < 0)
-		error_prefix("verify.auto-exclude: quantizing again");
+	if (r == 0)
+		r = quant_model(m, rq->stats, &rq->o, qrep);
 	if (r < 0) {
 		quant_report_free(qrep);
 		model_free(m);
@@ -242,17 +251,17 @@ static int requant(StageCtx *c, Requant *rq, Model **out, QuantReport *qrep)
 	return 0;
 }
 
-/* the first candidate not left in float yet, or NULL */
-static const char *next_candidate(const PtrVec *cand, const PtrVec *excluded)
+static int cmp_names(const void *a, const void *b)
 {
-	for (size_t i = 0; i < cand->n; i++) {
-		size_t k = 0;
-		while (k < excluded->n && strcmp(excluded->v[k], cand->v[i]))
-			k++;
-		if (k == excluded->n)
-			return cand->v[i];
-	}
-	return NULL;
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int has_name(const PtrVec *v, const char *name)
+{
+	for (size_t i = 0; i < v->n; i++)
+		if (!strcmp(v->v[i], name))
+			return 1;
+	return 0;
 }
 
 /* whether round a measures better than round b: fewer failed gates, else
@@ -264,52 +273,232 @@ static int better(const VerifyRound *a, const VerifyRound *b)
 	return a->min_sqnr > b->min_sqnr;
 }
 
-/* One round: leave node in float, quantize again, measure; *q and *rep
- * become the new model's, or, when it measures no better than the last
- * kept round, the node goes back to quantized (*reverted set). Failed
- * gates, 0 when the rewrite refuses (the node was the last one quantized:
- * *stop is set, nothing changes), or -1. */
-static int round_run(StageCtx *c, Model *ref, const VerifyOpts *vo, const VerifyGates *g, Requant *rq,
-		     VerifyAuto *ax, const char *node, Model **q, VerifyReport *rep, int *stop, int *reverted)
+/* the round whose model auto-exclusion holds */
+static size_t last_kept(const VerifyAuto *ax)
 {
-	Model *m = NULL;
-	VerifyReport nr;
-	QuantReport qrep;
-	*reverted = 0;
-	pv_push(&rq->o.exclude_nodes, xstrdup(node));
-	if (requant(c, rq, &m, &qrep) < 0) {
-		/* the same options quantized the model before: the exclusion
-		 * left nothing to quantize */
-		fprintf(c->log, "verify: %s: auto-exclude: stopping before %s: %s\n", c->model, node, errmsg());
-		free(rq->o.exclude_nodes.v[--rq->o.exclude_nodes.n]);
-		*stop = 1;
-		return 0;
-	}
-	if (verify_models(ref, m, vo, &nr) < 0) {
-		quant_report_free(&qrep);
-		model_free(m);
-		return error_prefix("verify.auto-exclude: measuring with %s left in float", node);
-	}
 	size_t last = ax->nrounds - 1;
 	while (last > 0 && ax->rounds[last].reverted)
 		last--;
-	verify_round_add(ax, &nr, g, node);
+	return last;
+}
+
+/* where the search stands */
+typedef struct Search {
+	PtrVec tried;              /* "K\ttensor": tried against the model of round K */
+	PtrVec measured;           /* "K\tnodes": measured against the model of round K */
+	char *sig;                 /* verify_qsig of the last kept model (NULL: unknown) */
+	int undone;                /* rounds undone */
+} Search;
+
+/* One round's change, found: the tensor, the nodes it leaves in float
+ * (pushed on rq's exclude-nodes), the model quantized so, its signature */
+typedef struct Change {
+	VerifyCand *cand;
+	PtrVec nodes;
+	Model *m;
+	QuantReport qrep;
+	char *sig;
+} Change;
+
+static void change_free(Change *ch)
+{
+	pv_free_all(&ch->nodes);
+	quant_report_free(&ch->qrep);
+	model_free(ch->m);
+	free(ch->sig);
+	memset(ch, 0, sizeof *ch);
+}
+
+static void pop_excludes(Requant *rq, size_t n)
+{
+	while (n--)
+		free(rq->o.exclude_nodes.v[--rq->o.exclude_nodes.n]);
+}
+
+/* Drop from ch->nodes (the last entries of rq's exclude-nodes) each node
+ * the others make float anyway: the model quantized without it has the
+ * same signature (a mover between two float nodes is not quantized, say).
+ * The last node first, so consumers go before the producer they follow. */
+static void drop_unneeded(StageCtx *c, Requant *rq, Change *ch)
+{
+	PtrVec *ex = &rq->o.exclude_nodes;
+	for (size_t j = ch->nodes.n; ch->sig && ch->nodes.n > 1 && j-- > 0;) {
+		size_t at = ex->n - ch->nodes.n + j;
+		char *name = ex->v[at];
+		memmove(&ex->v[at], &ex->v[at + 1], (ex->n - at - 1) * sizeof *ex->v);
+		ex->n--;
+		Model *m = NULL;
+		QuantReport qrep;
+		char *sig = NULL;
+		int same = requant(c, rq, &m, &qrep) == 0 && (sig = verify_qsig(m)) && !strcmp(sig, ch->sig);
+		if (same) {
+			free(name);
+			free(ch->nodes.v[j]);
+			memmove(&ch->nodes.v[j], &ch->nodes.v[j + 1], (ch->nodes.n - j - 1) * sizeof *ch->nodes.v);
+			ch->nodes.n--;
+			quant_report_free(&ch->qrep);
+			model_free(ch->m);
+			ch->qrep = qrep;
+			ch->m = m;
+		} else {
+			pv_push(ex, NULL);
+			memmove(&ex->v[at + 1], &ex->v[at], (ex->n - at - 1) * sizeof *ex->v);
+			ex->v[at] = name;
+			if (m)
+				quant_report_free(&qrep);
+			model_free(m);
+		}
+		free(sig);
+	}
+}
+
+/* Quantize again with ch->nodes left in float as well: 1 when that changes
+ * what the model computes (ch->m, ch->qrep, ch->sig set; the nodes stay on
+ * rq's exclude-nodes), 0 when it does not (the candidate is noted as such)
+ * or the rewrite refuses (nothing would stay quantized) */
+static int try_nodes(StageCtx *c, Requant *rq, VerifyAuto *ax, Search *s, Change *ch)
+{
+	char *list = NULL;
+	StrBuf sb = {0};
+	for (size_t i = 0; i < ch->nodes.n; i++) {
+		pv_push(&rq->o.exclude_nodes, xstrdup(ch->nodes.v[i]));
+		sb_printf(&sb, "%s%s", i ? " " : "", (const char *)ch->nodes.v[i]);
+	}
+	list = sb_detach(&sb);
+	if (requant(c, rq, &ch->m, &ch->qrep) < 0) {
+		/* the same options quantized the model before: the exclusion
+		 * left nothing to quantize */
+		fprintf(c->log, "verify: %s: auto-exclude: tensor %s: not leaving %s in float: %s\n", c->model,
+			ch->cand->tensor, list, errmsg());
+		pop_excludes(rq, ch->nodes.n);
+		free(list);
+		ch->m = NULL;
+		return 0;
+	}
+	ch->sig = verify_qsig(ch->m);
+	if (ch->sig && s->sig && !strcmp(ch->sig, s->sig)) {
+		fprintf(c->log, "verify: %s: auto-exclude: tensor %s: leaving %s in float quantizes the model as before: not measured\n",
+			c->model, ch->cand->tensor, list);
+		ax->same = xreallocarray(ax->same, ax->nsame + 1, sizeof *ax->same);
+		ax->same[ax->nsame++] = (struct VerifySame){xstrdup(ch->cand->tensor), list, last_kept(ax)};
+		pop_excludes(rq, ch->nodes.n);
+		quant_report_free(&ch->qrep);
+		model_free(ch->m);
+		free(ch->sig);
+		ch->m = NULL;
+		ch->sig = NULL;
+		return 0;
+	}
+	free(list);
+	drop_unneeded(c, rq, ch);
+	return 1;
+}
+
+/* "K\tnames" for the set of nodes v, sorted, against the model of round K */
+static char *group_key(const VerifyAuto *ax, const PtrVec *v)
+{
+	PtrVec sorted = {0};
+	for (size_t i = 0; i < v->n; i++)
+		pv_push(&sorted, v->v[i]);
+	if (sorted.n > 1)
+		qsort(sorted.v, sorted.n, sizeof *sorted.v, cmp_names);
+	StrBuf sb = {0};
+	sb_printf(&sb, "%zu\t", last_kept(ax));
+	for (size_t i = 0; i < sorted.n; i++)
+		sb_printf(&sb, "%s%s", i ? " " : "", (const char *)sorted.v[i]);
+	pv_free(&sorted);
+	return sb_detach(&sb);
+}
+
+/* The next round's change: the first candidate tensor not tried against
+ * the model held now whose option (the nodes not in float yet, within the N
+ * allowed) changes the quantized model into one not measured yet from
+ * there. 1 found (ch set; cv is the caller's to free after ch), 0 none
+ * left. */
+static int next_change(StageCtx *c, Requant *rq, VerifyAuto *ax, Search *s, VerifyCand *cv, size_t nc,
+		       Change *ch)
+{
+	size_t used = ax->excluded.n - ax->nuser;
+	for (size_t i = 0; i < nc; i++) {
+		char *key = xasprintf("%zu\t%s", last_kept(ax), cv[i].tensor);
+		if (has_name(&s->tried, key)) {
+			free(key);
+			continue;
+		}
+		pv_push(&s->tried, key);
+		for (size_t k = 0; k < cv[i].nopts; k++) {
+			memset(ch, 0, sizeof *ch);
+			ch->cand = &cv[i];
+			for (size_t j = 0; j < cv[i].opts[k].n; j++)
+				if (!has_name(&ax->excluded, cv[i].opts[k].v[j]))
+					pv_push(&ch->nodes, xstrdup(cv[i].opts[k].v[j]));
+			if (ch->nodes.n && used + ch->nodes.n > (size_t)ax->max_nodes) {
+				fprintf(c->log, "verify: %s: auto-exclude: tensor %s: would leave %zu more nodes in float, "
+						"beyond verify.auto-exclude = %d: not tried\n",
+					c->model, cv[i].tensor, ch->nodes.n, ax->max_nodes);
+			} else if (ch->nodes.n && try_nodes(c, rq, ax, s, ch)) {
+				char *g = group_key(ax, &ch->nodes);
+				if (!has_name(&s->measured, g)) {
+					pv_push(&s->measured, g);
+					return 1;
+				}
+				free(g); /* another tensor's round measured these nodes */
+				pop_excludes(rq, ch->nodes.n);
+			}
+			change_free(ch);
+		}
+	}
+	return 0;
+}
+
+static char *db_text(double nsr)
+{
+	if (nsr < 0)
+		return xstrdup("n/a");
+	return nsr > 0 ? xasprintf("SQNR %.2f dB", -10 * log10(nsr)) : xstrdup("exact");
+}
+
+/* Measure the change; keep it when it measures better than the last kept
+ * round, else undo it. The failed gates of the model kept, or -1. */
+static int round_run(StageCtx *c, Model *ref, const VerifyOpts *vo, const VerifyGates *g, Requant *rq,
+		     VerifyAuto *ax, Search *s, Change *ch, Model **q, VerifyReport *rep)
+{
+	VerifyReport nr;
+	char *step = db_text(ch->cand->step_nsr), *own = db_text(ch->cand->local_nsr);
+	StrBuf sb = {0};
+	for (size_t i = 0; i < ch->nodes.n; i++)
+		sb_printf(&sb, "%s%s", i ? " " : "", (const char *)ch->nodes.v[i]);
+	fprintf(c->log, "verify: %s: auto-exclude round %zu: tensor %s (its step alone: %s; its own Q/DQ: %s): "
+			"leaving %s in float\n",
+		c->model, ax->nrounds, ch->cand->tensor, step, own, sb.buf);
+	free(step);
+	free(own);
+	sb_release(&sb);
+	if (verify_models(ref, ch->m, vo, &nr) < 0)
+		return error_prefix("verify.auto-exclude: measuring with %s left in float", (const char *)ch->nodes.v[0]);
+	size_t last = last_kept(ax);
+	verify_round_add(ax, &nr, g, ch->cand->tensor, &ch->nodes);
 	VerifyRound *r = &ax->rounds[ax->nrounds - 1];
+	r->from = last;
 	if (!better(r, &ax->rounds[last])) {
 		r->reverted = 1;
-		free(rq->o.exclude_nodes.v[--rq->o.exclude_nodes.n]);
-		quant_report_free(&qrep);
-		model_free(m);
+		s->undone++;
+		pop_excludes(rq, ch->nodes.n);
 		verify_report_free(&nr);
-		*reverted = 1;
 		verify_round_line(ax, ax->nrounds - 1, c->model, c->log);
 		return ax->rounds[last].nfailed;
 	}
-	pv_push(&ax->excluded, xstrdup(node));
+	for (size_t i = 0; i < ch->nodes.n; i++)
+		pv_push(&ax->excluded, xstrdup(ch->nodes.v[i]));
 	quant_report_free(&rq->rep);
-	rq->rep = qrep;
+	rq->rep = ch->qrep;
+	memset(&ch->qrep, 0, sizeof ch->qrep);
 	model_free(*q);
-	*q = m;
+	*q = ch->m;
+	ch->m = NULL;
+	free(s->sig);
+	s->sig = ch->sig;
+	ch->sig = NULL;
 	verify_report_free(rep);
 	*rep = nr;
 	rq->done = 1;
@@ -317,48 +506,47 @@ static int round_run(StageCtx *c, Model *ref, const VerifyOpts *vo, const Verify
 	return r->nfailed;
 }
 
-/* Leave the worst-ranked candidate in float, one per round, until the
- * gates pass or ax->max_nodes are left in float (see the top). nfailed: the
- * failed gates of the plain quantization. Returns the final failed gates,
- * or -1. */
+/* Take out the noise of the worst-ranked tensor's step, one tensor per
+ * round, until the gates pass or ax->max_nodes are left in float (see the
+ * top). nfailed: the failed gates of the plain quantization. Returns the
+ * final failed gates, or -1. */
 static int auto_exclude(StageCtx *c, Model *ref, const VerifyOpts *vo, const VerifyGates *g, Requant *rq,
 			VerifyAuto *ax, Model **q, VerifyReport *rep, int nfailed)
 {
 	for (size_t i = 0; i < rq->o.exclude_nodes.n; i++)
 		pv_push(&ax->excluded, xstrdup(rq->o.exclude_nodes.v[i]));
 	ax->nuser = ax->excluded.n;
-	verify_round_add(ax, rep, g, NULL);
+	verify_round_add(ax, rep, g, NULL, NULL);
 	verify_round_line(ax, 0, c->model, c->log);
-	PtrVec tried = {0};        /* kept and undone nodes */
-	for (size_t i = 0; i < ax->excluded.n; i++)
-		pv_push(&tried, xstrdup(ax->excluded.v[i]));
-	int stop = 0, undone = 0;
-	while (nfailed > 0 && !stop && ax->excluded.n - ax->nuser < (size_t)ax->max_nodes) {
-		PtrVec cand = {0};
-		verify_candidates(rep, &cand);
-		const char *node = next_candidate(&cand, &tried);
-		if (!node) {
-			fprintf(c->log, "verify: %s: auto-exclude: no further quantized node to leave in float\n", c->model);
-			stop = 1;
-		} else {
-			int reverted = 0;
-			pv_push(&tried, xstrdup(node));
-			int n = round_run(c, ref, vo, g, rq, ax, node, q, rep, &stop, &reverted);
-			if (n < 0) {
-				pv_free_all(&cand);
-				pv_free_all(&tried);
-				return -1;
-			}
-			nfailed = stop ? nfailed : n;
-			if (reverted && ++undone >= 2 * ax->max_nodes) {
-				fprintf(c->log, "verify: %s: auto-exclude: %d nodes tried in float made nothing better: stopping\n",
-					c->model, undone);
-				stop = 1;
-			}
+	Search s = {.sig = verify_qsig(*q)};
+	while (nfailed > 0 && ax->excluded.n - ax->nuser < (size_t)ax->max_nodes) {
+		VerifyCand *cv;
+		size_t nc;
+		Change ch = {0};
+		verify_exclusions(rep, *q, &cv, &nc);
+		if (!next_change(c, rq, ax, &s, cv, nc, &ch)) {
+			fprintf(c->log, "verify: %s: auto-exclude: no further quantized node to leave in float\n",
+				c->model);
+			verify_cands_free(cv, nc);
+			break;
 		}
-		pv_free_all(&cand);
+		int n = round_run(c, ref, vo, g, rq, ax, &s, &ch, q, rep);
+		change_free(&ch);
+		verify_cands_free(cv, nc);
+		if (n < 0) {
+			nfailed = -1;
+			break;
+		}
+		nfailed = n;
+		if (s.undone >= 2 * ax->max_nodes) {
+			fprintf(c->log, "verify: %s: auto-exclude: %d rounds in float made nothing better: stopping\n",
+				c->model, s.undone);
+			break;
+		}
 	}
-	pv_free_all(&tried);
+	pv_free_all(&s.tried);
+	pv_free_all(&s.measured);
+	free(s.sig);
 	return nfailed;
 }
 
@@ -506,7 +694,7 @@ static int run(StageCtx *c)
 
 const Stage stage_verify = {
 	.name = "verify",
-	.version = 5,
+	.version = 6,
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = declared_inputs,

@@ -195,6 +195,28 @@ static void gate_json(StrBuf *sb, const char *name, double v, int *first)
 	*first = 0;
 }
 
+/* a ' '-separated list as a JSON array */
+static void words_json(StrBuf *sb, const char *list)
+{
+	PtrVec v = {0};
+	split_words(list, &v);
+	sb_putc(sb, '[');
+	for (size_t i = 0; i < v.n; i++) {
+		sb_puts(sb, i ? ", " : "");
+		sb_json_str(sb, v.v[i]);
+	}
+	sb_putc(sb, ']');
+	pv_free_all(&v);
+}
+
+static void str_or_null(StrBuf *sb, const char *s)
+{
+	if (s)
+		sb_json_str(sb, s);
+	else
+		sb_puts(sb, "null");
+}
+
 /* the rounds of auto-exclusion as a JSON member */
 static void auto_json(StrBuf *sb, const VerifyAuto *ax)
 {
@@ -211,11 +233,12 @@ static void auto_json(StrBuf *sb, const VerifyAuto *ax)
 	sb_puts(sb, "],\n    \"rounds\": [");
 	for (size_t i = 0; i < ax->nrounds; i++) {
 		const VerifyRound *r = &ax->rounds[i];
-		sb_printf(sb, "%s{\"round\": %zu, \"added\": ", i ? ",\n      " : "\n      ", i);
-		if (r->added)
-			sb_json_str(sb, r->added);
-		else
-			sb_puts(sb, "null");
+		sb_printf(sb, "%s{\"round\": %zu, \"tensor\": ", i ? ",\n      " : "\n      ", i);
+		str_or_null(sb, r->tensor);
+		sb_puts(sb, ", \"nodes\": ");
+		words_json(sb, r->added ? r->added : "");
+		sb_puts(sb, ", \"added\": ");
+		str_or_null(sb, r->added);
 		sb_puts(sb, ", \"min_sqnr_db\": ");
 		num(sb, r->min_sqnr);
 		sb_puts(sb, ", \"min_cosine\": ");
@@ -224,10 +247,21 @@ static void auto_json(StrBuf *sb, const VerifyAuto *ax)
 		num(sb, r->max_abs);
 		sb_puts(sb, ", \"top1_drop_points\": ");
 		num(sb, r->top1_drop);
-		sb_printf(sb, ", \"gates_failed\": %d, \"kept\": %s}", r->nfailed,
+		sb_printf(sb, ", \"gates_failed\": %d, \"kept\": %s", r->nfailed,
 			  r->added && r->reverted ? "false" : "true");
+		if (r->added)
+			sb_printf(sb, ", \"from_round\": %zu", r->from);
+		sb_putc(sb, '}');
 	}
-	sb_puts(sb, "\n    ]}");
+	sb_puts(sb, "\n    ],\n    \"unchanged\": [");
+	for (size_t i = 0; i < ax->nsame; i++) {
+		sb_puts(sb, i ? ",\n      {\"tensor\": " : "\n      {\"tensor\": ");
+		sb_json_str(sb, ax->same[i].tensor);
+		sb_puts(sb, ", \"nodes\": ");
+		words_json(sb, ax->same[i].nodes);
+		sb_printf(sb, ", \"same_as_round\": %zu}", ax->same[i].round);
+	}
+	sb_puts(sb, ax->nsame ? "\n    ]}" : "]}");
 }
 
 void verify_json(const VerifyReport *rep, const VerifyGates *g, const VerifyAuto *ax, const char *model,
@@ -375,62 +409,6 @@ void verify_summary(const VerifyReport *rep, const char *model, FILE *log)
 	free(v);
 }
 
-/* append name to out unless it is there already, or cannot be written in
- * a rule-file list (blanks, commas) */
-static void push_candidate(PtrVec *out, const char *name, size_t len)
-{
-	if (!len || strcspn(name, " \t,") < len)
-		return;
-	for (size_t j = 0; j < out->n; j++)
-		if (strlen(out->v[j]) == len && !strncmp(out->v[j], name, len))
-			return;
-	pv_push(out, xstrndup(name, len));
-}
-
-static void push_qnodes(PtrVec *out, const ErrStats *e)
-{
-	for (const char *s = e->qnodes; s && *s;) {
-		const char *nl = strchr(s, '\n');
-		size_t l = nl ? (size_t)(nl - s) : strlen(s);
-		push_candidate(out, s, l);
-		s = nl ? nl + 1 : NULL;
-	}
-}
-
-/* segments that add no measurable noise of their own, lowest SQNR first */
-static int cmp_unblamed(const void *a, const void *b)
-{
-	const ErrStats *x = *(const ErrStats *const *)a, *y = *(const ErrStats *const *)b;
-	double sx = err_sqnr(x), sy = err_sqnr(y);
-	if (sx < sy)
-		return -1;
-	if (sx > sy)
-		return 1;
-	return strcmp(x->name, y->name);
-}
-
-void verify_candidates(const VerifyReport *rep, PtrVec *out)
-{
-	size_t nb;
-	const ErrStats **v = blamed(rep, &nb);
-	for (size_t i = 0; i < nb; i++)
-		push_qnodes(out, v[i]);
-	free(v);
-	/* then the quantized nodes of segments whose own step shows no added
-	 * noise (their inputs are already as noisy): leaving them in float can
-	 * still help, and auto-exclusion should not stop while any is left */
-	v = xcalloc(rep->nacts + 1, sizeof *v);
-	size_t n = 0;
-	for (size_t i = 0; i < rep->nacts; i++)
-		if (rep->acts[i].qnodes && *rep->acts[i].qnodes && !(err_added_nsr(&rep->acts[i]) > 0))
-			v[n++] = &rep->acts[i];
-	if (n > 1)
-		qsort(v, n, sizeof *v, cmp_unblamed);
-	for (size_t i = 0; i < n; i++)
-		push_qnodes(out, v[i]);
-	free(v);
-}
-
 void verify_gates_line(const VerifyGates *g, FILE *log)
 {
 	int n = 0;
@@ -447,12 +425,22 @@ void verify_gates_line(const VerifyGates *g, FILE *log)
 	fputs(g->defaults ? " (the defaults: no verify gate is set)\n" : "\n", log);
 }
 
-void verify_round_add(VerifyAuto *ax, const VerifyReport *rep, const VerifyGates *g, const char *added)
+/* the names of v joined by blanks */
+static char *joined(const PtrVec *v)
+{
+	StrBuf sb = {0};
+	for (size_t i = 0; i < v->n; i++)
+		sb_printf(&sb, "%s%s", i ? " " : "", (const char *)v->v[i]);
+	return sb.len ? sb_detach(&sb) : xstrdup("");
+}
+
+void verify_round_add(VerifyAuto *ax, const VerifyReport *rep, const VerifyGates *g, const char *tensor,
+		      const PtrVec *nodes)
 {
 	ax->rounds = xreallocarray(ax->rounds, ax->nrounds + 1, sizeof *ax->rounds);
 	VerifyRound *r = &ax->rounds[ax->nrounds++];
-	*r = (VerifyRound){.added = added ? xstrdup(added) : NULL, .min_sqnr = INFINITY, .min_cosine = 1,
-			   .top1_drop = NAN};
+	*r = (VerifyRound){.tensor = tensor ? xstrdup(tensor) : NULL, .added = nodes ? joined(nodes) : NULL,
+			   .min_sqnr = INFINITY, .min_cosine = 1, .top1_drop = NAN};
 	for (size_t i = 0; i < rep->nouts; i++) {
 		double s = err_sqnr(&rep->outs[i]), c = err_cosine(&rep->outs[i]);
 		r->min_sqnr = s < r->min_sqnr ? s : r->min_sqnr;
@@ -469,8 +457,15 @@ void verify_round_line(const VerifyAuto *ax, size_t i, const char *model, FILE *
 	const VerifyRound *r = &ax->rounds[i];
 	char db[64];
 	fmt_db(db, sizeof db, r->min_sqnr);
-	fprintf(log, "verify: %s: auto-exclude round %zu: %s%s: SQNR %s, cosine %.6f, max-abs %.4g", model, i,
-		r->added ? "+" : "", r->added ? r->added : "plain quantization", db, r->min_cosine, r->max_abs);
+	fprintf(log, "verify: %s: auto-exclude round %zu: ", model, i);
+	if (!r->added)
+		fputs("plain quantization", log);
+	for (const char *c = r->added; c && *c; c++) {
+		if (c == r->added || c[-1] == ' ')
+			fputc('+', log); /* +A +B: the nodes left in float */
+		fputc(*c, log);
+	}
+	fprintf(log, ": SQNR %s, cosine %.6f, max-abs %.4g", db, r->min_cosine, r->max_abs);
 	if (!isnan(r->top1_drop))
 		fprintf(log, ", top-1 drop %.2f points", r->top1_drop);
 	if (r->nfailed)
@@ -482,9 +477,16 @@ void verify_round_line(const VerifyAuto *ax, size_t i, const char *model, FILE *
 
 void verify_auto_free(VerifyAuto *ax)
 {
-	for (size_t i = 0; i < ax->nrounds; i++)
+	for (size_t i = 0; i < ax->nrounds; i++) {
+		free(ax->rounds[i].tensor);
 		free(ax->rounds[i].added);
+	}
 	free(ax->rounds);
 	pv_free_all(&ax->excluded);
+	for (size_t i = 0; i < ax->nsame; i++) {
+		free(ax->same[i].tensor);
+		free(ax->same[i].nodes);
+	}
+	free(ax->same);
 	memset(ax, 0, sizeof *ax);
 }

@@ -120,11 +120,13 @@ typedef struct VerifyGates {
 /* One round of auto-exclusion: the figures of the model quantized with the
  * nodes excluded so far (round 0: none); worst over the outputs */
 typedef struct VerifyRound {
-	char *added;               /* the node left in float this round, or NULL */
+	char *tensor;              /* the activation whose step this round removes, or NULL */
+	char *added;               /* the nodes left in float this round, ' '-separated, or NULL */
 	double min_sqnr, min_cosine, max_abs;
 	double top1_drop;          /* NaN without labels */
 	int nfailed;               /* gates failed */
-	int reverted;              /* no better than before: the node stays quantized */
+	int reverted;              /* no better than before: the nodes stay quantized */
+	size_t from;               /* the round whose model it changed (the last kept) */
 } VerifyRound;
 
 typedef struct VerifyAuto {
@@ -133,7 +135,38 @@ typedef struct VerifyAuto {
 	size_t nrounds;
 	PtrVec excluded;           /* every node left in float (the user's first), malloc'd */
 	size_t nuser;              /* how many of them the user's quantize.exclude-nodes named */
+	struct VerifySame {        /* candidates not measured: leaving nodes (' '-separated) */
+		char *tensor, *nodes;  /* in float as well quantized the model as round */
+		size_t round;          /* (the last kept one) did; malloc'd */
+	} *same;
+	size_t nsame;
 } VerifyAuto;
+
+/* One way auto-exclusion can take the noise of activation T's step out
+ * (exclude.c): opts[0] the quantized nodes of T's segment, and when T
+ * itself is quantized, opts[1] those with T's quantized consumers
+ * (followed through nodes that only move values), whose exclusion leaves T
+ * unquantized; when T's own quantization is at least half its step's
+ * noise, or T's step has no quantized node, that larger set is the only
+ * option. Names malloc'd. */
+typedef struct VerifyCand {
+	char *tensor;
+	PtrVec opts[2];
+	size_t nopts;
+	double step_nsr;           /* the noise T's step adds */
+	double local_nsr;          /* that of T's own Q/DQ pair (-1: not measured) */
+} VerifyCand;
+
+/* the candidates of rep (measured on the quantized model q), in the order
+ * auto-exclusion tries them: steps that add noise, most first, then the
+ * others, lowest SQNR first; free with verify_cands_free */
+void verify_exclusions(const VerifyReport *rep, const Model *q, VerifyCand **out, size_t *count);
+void verify_cands_free(VerifyCand *v, size_t n);
+/* A canonical text of what quantized model q computes, Q/DQ pairs moved
+ * past the nodes that only move values and repeated quantizations with the
+ * same parameters dropped: two models with the same text compute the same
+ * values (exclude.c). Malloc'd; NULL when the graph is too deep to tell. */
+char *verify_qsig(const Model *q);
 
 /* Every gate that fails is one line "verify: MODEL: GATE: measured X,
  * threshold Y" on err (NULL: count only); returns the number of failed
@@ -142,15 +175,13 @@ typedef struct VerifyAuto {
 int verify_gates(const VerifyReport *rep, const VerifyGates *g, const char *model, FILE *err);
 /* one line on log saying which gates apply (and whether they are the defaults) */
 void verify_gates_line(const VerifyGates *g, FILE *log);
-/* append a round with rep's figures (added: the node excluded, or NULL) */
-void verify_round_add(VerifyAuto *ax, const VerifyReport *rep, const VerifyGates *g, const char *added);
+/* append a round with rep's figures (tensor: the activation, nodes: those
+ * left in float for it; both NULL for the plain quantization) */
+void verify_round_add(VerifyAuto *ax, const VerifyReport *rep, const VerifyGates *g, const char *tensor,
+		      const PtrVec *nodes);
 /* the summary line of round i */
 void verify_round_line(const VerifyAuto *ax, size_t i, const char *model, FILE *log);
 void verify_auto_free(VerifyAuto *ax);
-/* the nodes verify names for quantize.exclude-nodes, each once (malloc'd
- * names appended to out): those of segments that add noise, most added
- * noise first, then those of the other segments, lowest SQNR first */
-void verify_candidates(const VerifyReport *rep, PtrVec *out);
 /* verify.json: every figure, the gates and those that failed, layers ranked
  * worst first, and the rounds of auto-exclusion (ax may be NULL) */
 void verify_json(const VerifyReport *rep, const VerifyGates *g, const VerifyAuto *ax, const char *model,

@@ -1,6 +1,6 @@
 """Quantization against onnxruntime's quantizer, in one run on one machine.
 
-    .venv/bin/python bench/quantize.py [--quantmake ./quantmake] [--samples 100] [--jobs 1] [--keep DIR] [--preprocess]
+    .venv/bin/python bench/quantize.py [--quantmake ./quantmake] [--samples 100] [--jobs 0] [--keep DIR] [--preprocess]
                                        [--models digits,cnn,digits-cnn,digits-vit,fashion-cnn,fashion-vit,
                                                  magika,silero,silero-ifless]
 
@@ -21,10 +21,12 @@ Models:
 - magika, silero, silero-ifless: the models of the PyPI packages magika
   1.0.3 and silero-vad 6.2.3 (bench/fetch-models.sh; silero_vad.onnx, whose
   graph is one If over the sample rate, and silero_vad_op18_ifless.onnx).
-For each: static QDQ uint8/int8 (per tensor) from the same calibration set,
-and dynamic int8. quantmake runs as a whole build (infer-shapes, calibrate,
-quantize) in a fresh project and cache with -j JOBS (--jobs 0: no -j, so
-quantmake's default, the CPU count); onnxruntime runs quantize_static /
+For each: static QDQ uint8/int8 from the same calibration set, and dynamic
+int8, each tool with its own defaults otherwise (onnxruntime: per tensor;
+quantmake: quantize.per-channel = auto). quantmake runs as a whole build
+(infer-shapes, calibrate, quantize) in a fresh project and cache with
+-j JOBS (default --jobs 0: no -j, so quantmake's default, the CPU count);
+onnxruntime runs quantize_static /
 quantize_dynamic in a fresh Python process that has imported nothing else
 (its thread pools use every core). Wall time, CPU time (user + sys: less
 sensitive to other load on the machine than wall time) and peak RSS are
@@ -341,7 +343,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quantmake", default=os.path.join(ROOT, "quantmake"))
     ap.add_argument("--samples", type=int, default=100)
-    ap.add_argument("--jobs", type=int, default=1, help="quantmake -j (0: its default, the CPU count)")
+    ap.add_argument("--jobs", type=int, default=0,
+                    help="quantmake -j (default 0: quantmake's own default, the CPU count, as onnxruntime uses every core)")
     ap.add_argument("--keep", help="directory to keep both tools' quantized models in")
     ap.add_argument("--preprocess", action="store_true",
                     help="quantmake's preprocess stage and onnxruntime's quant_pre_process first")

@@ -243,6 +243,17 @@ int archive_read_open_filename(struct archive *a0, const char *a1, size_t a2)
 	return g(a0, a1, a2);
 }
 
+int archive_read_open_memory(struct archive *a0, const void *a1, size_t a2)
+{
+	static __typeof__(archive_read_open_memory) *f;
+	__typeof__(archive_read_open_memory) *g = __atomic_load_n(&f, __ATOMIC_ACQUIRE);
+	if (!g) {
+		g = (__typeof__(archive_read_open_memory) *)lazy_sym(&archive, ARCHIVE_SONAME, "archive_read_open_memory");
+		__atomic_store_n(&f, g, __ATOMIC_RELEASE);
+	}
+	return g(a0, a1, a2);
+}
+
 int archive_read_support_filter_all(struct archive *a0)
 {
 	static __typeof__(archive_read_support_filter_all) *f;

@@ -74,7 +74,7 @@ static int global_pool_infer(InferCtx *c)
 typedef struct PoolArgs {
 	int kind;
 	int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], out[3];
-	int64_t isz, osz;
+	int64_t isz, osz, planes;
 	int count_pad, colmajor;
 	float p;
 	const float *x;
@@ -332,6 +332,166 @@ POOL_CLONES static void maxpool_sep_planes(void *arg, int64_t lo, int64_t hi)
 	free(pad);
 }
 
+/* MaxPool as maxpool_sep_planes takes it, with a column stride of 2 (the
+ * 2x2 and 3x3 stride-2 pools of CNNs): that kernel's horizontal pass is
+ * scalar there, and so is its vertical pass for rows narrower than 16
+ * (28 -> 14 -> 7). Here 16 outputs of a row are taken at once from
+ * 32 input columns read straight from the plane: tap t of the window is the
+ * even (t even) or odd lanes of the 32 columns from 2 ow - pw + t - t % 2,
+ * gathered with one two-source permute; columns outside the row (pads,
+ * ceil_mode, ragged ends) read as -inf (see load16). The maxima are taken in
+ * the same order and with the same rule as maxpool_sep_planes (per input
+ * row over the taps, then over the rows, each from -inf, keeping the running
+ * value unless the new one is greater: vmaxps), so the results are the same
+ * bits, NaN and signed zeros included. AVX-512 only: without it the
+ * separable kernel runs. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define POOL_AVX512 __attribute__((target("avx512f")))
+
+static int pool_avx512(void)
+{
+	static int avail = -1;
+	int a = __atomic_load_n(&avail, __ATOMIC_RELAXED);
+	if (a < 0) {
+		__builtin_cpu_init();
+		a = __builtin_cpu_supports("avx512f") ? 1 : 0;
+		__atomic_store_n(&avail, a, __ATOMIC_RELAXED);
+	}
+	return a;
+}
+
+/* how to read columns c .. c+15 of a row of w floats, -inf outside it:
+ * the lanes m inside the row from off, or (a left pad) an expanding load
+ * from the row's start, so that the pointer never leaves the row */
+typedef struct Cols16 {
+	int64_t off;
+	__mmask16 m;
+	int expand;
+} Cols16;
+
+static Cols16 cols16(int64_t w, int64_t c)
+{
+	int64_t lo = c < 0 ? -c : 0, hi = w - c < 16 ? w - c : 16;
+	Cols16 d = {c < 0 ? 0 : c, 0, c < 0};
+	if (lo < hi)
+		d.m = (__mmask16)((1u << hi) - (1u << lo));
+	else
+		d.off = 0;
+	return d;
+}
+
+/* Masked loads are avoided where the 16 floats lie inside the tensor (end):
+ * on AMD Zen 4 one that crosses a page takes a microcode assist (a 3x3
+ * stride-2 pool of 96x111x111 ran 2.4 times slower than the scalar kernel
+ * with masked loads everywhere); past the row they are other rows' values,
+ * replaced by -inf in a register. */
+POOL_AVX512 static inline __m512 load16(const float *row, const Cols16 *d, __m512 ninf, const float *end)
+{
+	if (d->m == 0xffff)
+		return _mm512_loadu_ps(row + d->off);
+	if (!d->m)
+		return ninf;
+	if (!d->expand && end - (row + d->off) >= 16)
+		return _mm512_mask_mov_ps(ninf, d->m, _mm512_loadu_ps(row + d->off));
+	return d->expand ? _mm512_mask_expandloadu_ps(ninf, d->m, row) : _mm512_mask_loadu_ps(ninf, d->m, row + d->off);
+}
+
+POOL_AVX512 static void maxpool_s2_planes(void *arg, int64_t lo, int64_t hi)
+{
+	const PoolArgs *a = arg;
+	int64_t inh = a->in[1], inw = a->in[2], oh_n = a->out[1], ow_n = a->out[2];
+	int64_t kh_n = a->k[1], kw_n = a->k[2], sh = a->s[1], pw = a->pb[2];
+	const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+	const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+	const __m512 ninf = _mm512_set1_ps(-INFINITY);
+	const float *end = a->x + a->planes * a->isz;
+	/* per block of 16 outputs (a last partial one overlaps the one before
+	 * it) and pair of taps: the two loads, the same for every row */
+	int64_t nblk = (ow_n + 15) / 16, npair = (kw_n + 1) / 2;
+	int64_t *bo = xmalloc(sizeof *bo * (size_t)nblk);
+	Cols16 *ld = xmalloc(sizeof *ld * (size_t)(nblk * npair * 2));
+	for (int64_t b = 0; b < nblk; b++) {
+		bo[b] = 16 * b + 16 > ow_n && ow_n >= 16 ? ow_n - 16 : 16 * b;
+		for (int64_t j = 0; j < npair; j++) {
+			ld[(b * npair + j) * 2] = cols16(inw, 2 * bo[b] - pw + 2 * j);
+			ld[(b * npair + j) * 2 + 1] = cols16(inw, 2 * bo[b] - pw + 2 * j + 16);
+		}
+	}
+	/* 2x2 windows without pads, each inside the plane (fashion-cnn's):
+	 * straight-line code, no loops over rows and taps */
+	int k2 = kh_n == 2 && kw_n == 2 && sh == 2 && pw == 0 && a->pb[1] == 0 && 2 * oh_n <= inh;
+	for (int64_t pl = lo; k2 && pl < hi; pl++) {
+		const float *x = a->x + pl * a->isz;
+		float *y = a->y + pl * a->osz;
+		for (int64_t b = 0; b < nblk; b++) {
+			const Cols16 *d = ld + b * 2;
+			for (int64_t oh = 0; oh < oh_n; oh++) {
+				const float *r0 = x + 2 * oh * inw, *r1 = r0 + inw;
+				__m512 l0 = load16(r0, &d[0], ninf, end), h0 = load16(r0, &d[1], ninf, end);
+				__m512 l1 = load16(r1, &d[0], ninf, end), h1 = load16(r1, &d[1], ninf, end);
+				__m512 m0 = _mm512_max_ps(_mm512_permutex2var_ps(l0, even, h0), ninf);
+				__m512 m1 = _mm512_max_ps(_mm512_permutex2var_ps(l1, even, h1), ninf);
+				m0 = _mm512_max_ps(_mm512_permutex2var_ps(l0, odd, h0), m0);
+				m1 = _mm512_max_ps(_mm512_permutex2var_ps(l1, odd, h1), m1);
+				__m512 acc = _mm512_max_ps(m1, _mm512_max_ps(m0, ninf));
+				int64_t o = oh * ow_n + bo[b];
+				if (o + 16 <= (hi - pl) * a->osz)
+					_mm512_storeu_ps(y + o, acc);
+				else
+					_mm512_mask_storeu_ps(y + o, (__mmask16)((1u << (a->osz - o)) - 1), acc);
+			}
+		}
+	}
+	for (int64_t pl = lo; !k2 && pl < hi; pl++) {
+		const float *x = a->x + pl * a->isz;
+		float *y = a->y + pl * a->osz;
+		for (int64_t oh = 0; oh < oh_n; oh++) {
+			int64_t h0 = oh * sh - a->pb[1], h1 = h0 + kh_n;
+			h0 = h0 < 0 ? 0 : h0;
+			h1 = h1 > inh ? inh : h1;
+			for (int64_t b = 0; b < nblk; b++) {
+				const Cols16 *d = ld + b * npair * 2;
+				__m512 acc = ninf;
+				for (int64_t ih = h0; ih < h1; ih++) {
+					const float *xr = x + ih * inw;
+					__m512 hm = ninf;
+					for (int64_t j = 0; j < npair; j++) {
+						__m512 l = load16(xr, &d[2 * j], ninf, end);
+						__m512 r = load16(xr, &d[2 * j + 1], ninf, end);
+						hm = _mm512_max_ps(_mm512_permutex2var_ps(l, even, r), hm);
+						if (2 * j + 1 < kw_n)
+							hm = _mm512_max_ps(_mm512_permutex2var_ps(l, odd, r), hm);
+					}
+					acc = _mm512_max_ps(hm, acc);
+				}
+				/* a row narrower than 16 spills into the next ones,
+				 * stored after it, past the plane's end too but not
+				 * past this thread's planes (masked stores are slow
+				 * on Zen 4 too) */
+				int64_t o = oh * ow_n + bo[b];
+				if (o + 16 <= (hi - pl) * a->osz)
+					_mm512_storeu_ps(y + o, acc);
+				else
+					_mm512_mask_storeu_ps(y + o, (__mmask16)((1u << (a->osz - o)) - 1), acc);
+			}
+		}
+	}
+	free(ld);
+	free(bo);
+}
+#else
+static int pool_avx512(void)
+{
+	return 0;
+}
+
+static void maxpool_s2_planes(void *arg, int64_t lo, int64_t hi)
+{
+	maxpool_sep_planes(arg, lo, hi);
+}
+#endif
+
 /* read x as floats (any numeric type) and allocate output 0 and its float buffer */
 static int pool_io(RunCtx *c, const Tensor *x, int rank, const int64_t *dims,
 		   const float **xf, float **tx, float **y, float **ty)
@@ -446,11 +606,12 @@ static int pool_run_kind(RunCtx *c, int kind)
 	}
 	int64_t planes = x->dims[0] * x->dims[1];
 	int64_t work = planes * a.osz * a.k[0] * a.k[1] * a.k[2];
+	a.planes = planes;
 	int fast = (kind == POOL_MAX && !a.ind) || kind == POOL_AVG;
 	void (*fn)(void *, int64_t, int64_t) = fast ? pool_fast_planes : pool_planes;
 	if (kind == POOL_MAX && !a.ind && a.in[0] == 1 && a.out[0] == 1 && a.pb[0] == 0 && a.d[1] == 1 &&
 	    a.d[2] == 1 && a.out[1] > 0 && a.out[2] > 0)
-		fn = maxpool_sep_planes;
+		fn = a.s[2] == 2 && pool_avx512() ? maxpool_s2_planes : maxpool_sep_planes;
 	nn_parallel(work >= 65536 ? c->threads : 1, planes, fn, &a);
 	pool_done(c, tx, ty);
 	return 0;
@@ -493,6 +654,39 @@ POOL_CLONES static double sum_f64(const float *x, int64_t n)
 	return t;
 }
 
+/* GlobalMaxPool of one plane: its first value, then each value greater
+ * than the running maximum, in order. So a NaN first value is the result,
+ * later NaNs are skipped, and of zeros of both signs the first wins. The
+ * maximum is taken 32 lanes at a time: the value is the same in any order,
+ * only the sign of a zero maximum is looked up in order. */
+POOL_CLONES static float max_plane(const float *x, int64_t n)
+{
+	if (n == 0)
+		return -INFINITY;
+	if (x[0] != x[0])
+		return x[0];
+	v16f a0 = {0}, a1, v;
+	a0 -= INFINITY;
+	a1 = a0;
+	int64_t i = 0;
+	for (; i + 32 <= n; i += 32) {
+		memcpy(&v, x + i, sizeof v);
+		VMAX16(a0, v);
+		memcpy(&v, x + i + 16, sizeof v);
+		VMAX16(a1, v);
+	}
+	VMAX16(a0, a1);
+	float m = -INFINITY;
+	for (int k = 0; k < 16; k++)
+		m = a0[k] > m ? a0[k] : m;
+	for (; i < n; i++)
+		m = x[i] > m ? x[i] : m;
+	for (i = 0; m == 0 && i < n; i++)
+		if (x[i] == 0)
+			return x[i];
+	return m;
+}
+
 static int global_run_kind(RunCtx *c, int kind)
 {
 	const Tensor *x = c->in[0];
@@ -518,11 +712,7 @@ static int global_run_kind(RunCtx *c, int kind)
 	for (int64_t pl = 0; pl < planes; pl++) {
 		const float *xp = xf + pl * isz;
 		if (kind == POOL_MAX) {
-			float m = -INFINITY;
-			for (int64_t i = 0; i < isz; i++)
-				if (xp[i] > m || i == 0)
-					m = xp[i];
-			y[pl] = m;
+			y[pl] = max_plane(xp, isz);
 		} else if (kind == POOL_AVG) {
 			y[pl] = isz ? (float)(sum_f64(xp, isz) / (double)isz) : 0.0f;
 		} else {

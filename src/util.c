@@ -556,3 +556,19 @@ int64_t parse_size(const char *s)
 		return -1;
 	return (int64_t)(v * (double)mul);
 }
+
+int cpu_avx512f(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	static int avail = -1;
+	int a = __atomic_load_n(&avail, __ATOMIC_RELAXED);
+	if (a < 0) {
+		__builtin_cpu_init();
+		a = __builtin_cpu_supports("avx512f") ? 1 : 0;
+		__atomic_store_n(&avail, a, __ATOMIC_RELAXED);
+	}
+	return a;
+#else
+	return 0;
+#endif
+}

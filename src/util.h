@@ -86,6 +86,9 @@ int read_file(const char *path, char **data, size_t *len);
 /* Write data to path atomically: temp file in the same directory, fsync,
  * rename. On any failure nothing is left behind and -1 is returned. */
 int write_file_atomic(const char *path, const void *data, size_t len);
+/* 1 when the CPU runs AVX-512F (asked once; 0 off x86-64), for kernels
+ * that pick an AVX-512 path at run time */
+int cpu_avx512f(void);
 /* Copy a file atomically (temp + rename), preserving nothing but content;
  * mode is applied to the result. */
 int copy_file_atomic(const char *src, const char *dst, unsigned mode);

@@ -8,33 +8,20 @@
 # against its definition in float64. Each case
 # also runs with 1 and 2 threads, which must give the same bits. rtol 1e-5,
 # atol 1e-5 (LayerNormalization's outputs are O(1)). The seed is fixed.
-ROOT="${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
-QUANTMAKE="${QUANTMAKE:-$ROOT/quantmake}"
-PY="${PY:-$ROOT/.venv/bin/python}"
+. "$(dirname "$0")/lib/common.sh"
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	echo "SKIP: kernels_fast: onnx and onnxruntime are not installed (sh scripts/venv.sh)"
+	skip kernels_fast "onnx and onnxruntime are not installed (sh scripts/venv.sh)"
 	exit 0
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/qmtest.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-QUANTMAKE="$QUANTMAKE" "$PY" - <<'EOF'
-import os, subprocess
+mktmp
+cd "$TMPD" || exit 1
+QUANTMAKE="$QUANTMAKE" PYTHONPATH="$ROOT/tests/lib" "$PY" - <<'EOF'
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper as h, TensorProto as T
 
-qm = os.environ["QUANTMAKE"]
-rng = np.random.default_rng(20261122)
-
-def run_qm(x, threads):
-    np.save("x.npy", x)
-    r = subprocess.run([qm, "run", "m.onnx", "-i", "x=x.npy", "-o", "y.npz", "-t", str(threads), "-q"],
-                       capture_output=True, text=True)
-    if r.returncode:
-        return None, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
-    return np.load("y.npz")["y"], None
+from kernels import qm, rng, run_qm
 
 def check(name, node, x, inits=(), opset=18, expect=None):
     """expect: the reference in float64 where onnxruntime's float32 one overflows"""

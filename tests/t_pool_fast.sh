@@ -20,25 +20,20 @@
 #   first value is the result);
 # - 1 and 2 threads give the same bits (sizes above the threading bound).
 # The seed is fixed.
-ROOT="${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
-QUANTMAKE="${QUANTMAKE:-$ROOT/quantmake}"
-PY="${PY:-$ROOT/.venv/bin/python}"
+. "$(dirname "$0")/lib/common.sh"
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	echo "SKIP: pool_fast: onnx and onnxruntime are not installed (sh scripts/venv.sh)"
+	skip pool_fast "onnx and onnxruntime are not installed (sh scripts/venv.sh)"
 	exit 0
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/qmtest.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-QUANTMAKE="$QUANTMAKE" "$PY" - <<'EOF'
-import os, subprocess
+mktmp
+cd "$TMPD" || exit 1
+QUANTMAKE="$QUANTMAKE" PYTHONPATH="$ROOT/tests/lib" "$PY" - <<'EOF'
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper as h, TensorProto as T
 
-qm = os.environ["QUANTMAKE"]
-rng = np.random.default_rng(20261122)
+from kernels import qm, rng, run_qm
 
 def save(op, x, attrs, outputs=1, elem=T.FLOAT):
     outs = ["y", "ind"][:outputs]
@@ -47,15 +42,6 @@ def save(op, x, attrs, outputs=1, elem=T.FLOAT):
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
     m.ir_version = 8
     onnx.save(m, "m.onnx")
-
-def run_qm(x, threads):
-    np.save("x.npy", x)
-    r = subprocess.run([qm, "run", "m.onnx", "-i", "x=x.npy", "-o", "y.npz", "-t", str(threads), "-q"],
-                       capture_output=True, text=True)
-    if r.returncode:
-        return None, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
-    z = np.load("y.npz")
-    return [z[k] for k in ("y", "ind") if k in z], None
 
 def run_ort(x):
     so = ort.SessionOptions()
@@ -99,8 +85,8 @@ def globalmax_rule(x):
 
 def check(name, op, x, attrs, special=False, outputs=1, elem=T.FLOAT):
     save(op, x, attrs, outputs, elem)
-    y1, err = run_qm(x, 1)
-    y2, err2 = run_qm(x, 2) if not err else (None, None)
+    y1, err = run_qm(x, 1, outputs=("y", "ind"))
+    y2, err2 = run_qm(x, 2, outputs=("y", "ind")) if not err else (None, None)
     if err or err2:
         print("FAIL: %s: %s" % (name, err or err2))
         return

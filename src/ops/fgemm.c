@@ -49,8 +49,7 @@ int fgemm_available(void)
 		/* QUANTMAKE_GEMM=openblas: OpenBLAS everywhere (to compare, or to
 		 * rule this kernel out) */
 		const char *e = getenv("QUANTMAKE_GEMM");
-		__builtin_cpu_init();
-		a = __builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "openblas")) ? 1 : 0;
+		a = cpu_avx512f() && !(e && !strcmp(e, "openblas")) ? 1 : 0;
 		__atomic_store_n(&avail, a, __ATOMIC_RELAXED);
 	}
 	return a;

@@ -351,14 +351,7 @@ POOL_CLONES static void maxpool_sep_planes(void *arg, int64_t lo, int64_t hi)
 
 static int pool_avx512(void)
 {
-	static int avail = -1;
-	int a = __atomic_load_n(&avail, __ATOMIC_RELAXED);
-	if (a < 0) {
-		__builtin_cpu_init();
-		a = __builtin_cpu_supports("avx512f") ? 1 : 0;
-		__atomic_store_n(&avail, a, __ATOMIC_RELAXED);
-	}
-	return a;
+	return cpu_avx512f();
 }
 
 /* how to read columns c .. c+15 of a row of w floats, -inf outside it:

@@ -200,14 +200,7 @@ CALIB_AVX512 static int64_t scan_512(const float *restrict x, int64_t n, float *
 
 static int calib_avx512(void)
 {
-	static int avail = -1;
-	int a = __atomic_load_n(&avail, __ATOMIC_RELAXED);
-	if (a < 0) {
-		__builtin_cpu_init();
-		a = __builtin_cpu_supports("avx512f") ? 1 : 0;
-		__atomic_store_n(&avail, a, __ATOMIC_RELAXED);
-	}
-	return a;
+	return cpu_avx512f();
 }
 #else
 static int64_t scan_512(const float *restrict x, int64_t n, float *lo, float *hi, int64_t *zeros)

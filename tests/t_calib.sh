@@ -76,7 +76,7 @@ calib() {
 	printf '[model m]\nsource = model.onnx\nquantize = static\nquantize.calibration = %s\nquantize.method = %s\n' \
 		"$2" "${3:-entropy}" > "$TMPD/$1/rules/m.rules"
 	ln -sf "$TMPD/$2" "$TMPD/$1/$2"
-	QUANTMAKE_CACHE=$TMPD/$1/cache "$Q" -C "$TMPD/$1" -j1 m:calibrate > "$TMPD/$1/log" 2>&1
+	QUANTMAKE_CACHE=$TMPD/$1/cache "$Q" -C "$TMPD/$1" -j${JOBS:-1} m:calibrate > "$TMPD/$1/log" 2>&1
 }
 stats() { echo "$TMPD/$1/build/m/calibrate/calibration.stats"; }
 
@@ -266,6 +266,47 @@ then
 	pass "a bad sample among batched ones is named"
 else
 	fail "a bad sample among batched ones is named" "exit $st: $(grep -i error "$TMPD/ew/log" | head -2)"
+fi
+
+# ---- workers side by side: the same statistics on 2 and 3 threads ----
+# After the probe, -jN runs N interpreters, each on the next batch or lone
+# sample the shared reader forms; their statistics are merged. Batched,
+# one at a time (a fixed batch of 1, a non-batch first dimension), samples
+# of two shapes, a Constant counted per sample, an infinity: the bytes of
+# -j1 every time.
+rm -f "$TMPD/calib/s100.npy"
+mkdir "$TMPD/calib3"  # batches of 64: enough of them for 3 workers
+for f in "$TMPD"/calib/*.npy; do
+	for k in a b c; do cp "$f" "$TMPD/calib3/$k-${f##*/}"; done
+done
+for spec in "ew calib3" "ew1 calib" "red rows" "ew mixed"; do
+	set -- $spec
+	rm -rf "$TMPD/$1/cache" "$TMPD/$1/build"
+	if ! calib "$1" "$2"; then
+		fail "workers: calibrate $1 on $2 with -j1" "$(tail -2 "$TMPD/$1/log")"
+		continue
+	fi
+	cp "$(stats "$1")" "$TMPD/$1.$2.j1"
+	for j in 2 3; do
+		rm -rf "$TMPD/$1/cache" "$TMPD/$1/build"
+		if JOBS=$j calib "$1" "$2" && grep -q "calibrate: [23] workers side by side" "$TMPD/$1/log" &&
+			cmp -s "$(stats "$1")" "$TMPD/$1.$2.j1"; then
+			pass "workers: $1 on $2 with -j$j gives the bytes of -j1"
+		else
+			fail "workers: $1 on $2 with -j$j gives the bytes of -j1" "$(tail -3 "$TMPD/$1/log")"
+		fi
+	done
+done
+# two bad samples: whichever worker meets one first, the lower is named
+"$PY" -c "import numpy as np; [np.save('$TMPD/calib/s%03d.npy' % i, np.zeros((1, 3, 16, 16), np.float64)) for i in (60, 140)]"
+rm -rf "$TMPD/ew1/cache" "$TMPD/ew1/build"
+JOBS=2 calib ew1 calib
+st=$?
+if [ $st -eq 1 ] && grep -q "calibration sample 61: input 'x' is double" "$TMPD/ew1/log" &&
+	! grep -q "sample 141" "$TMPD/ew1/log" && [ ! -e "$(stats ew1)" ]; then
+	pass "workers: the first bad sample is named, nothing is written"
+else
+	fail "workers: the first bad sample is named, nothing is written" "exit $st: $(grep -i error "$TMPD/ew1/log" | head -2)"
 fi
 
 # ---- the statistics do not depend on -j (the stage's thread budget) ----

@@ -1826,6 +1826,16 @@ size_t interp_buffer_bytes(const Interp *ip)
 	return ip->pat.arena_bytes + ip->pool_bytes;
 }
 
+int interp_threads(const Interp *ip)
+{
+	return ip->o.threads;
+}
+
+void interp_set_threads(Interp *ip, int threads)
+{
+	ip->o.threads = threads < 1 ? 1 : threads;
+}
+
 void interp_set_tap(Interp *ip, void (*tap)(void *ud, const char *name, const Tensor *t), void *ud)
 {
 	ip->o.tap = tap;

@@ -69,6 +69,11 @@ int interp_check_inputs(Interp *ip, size_t nin, const Tensor *in);
  * unnamed tensors feed the remaining inputs in order. */
 int interp_run_sample(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *out);
 
+/* The threads kernels may use, and a change of them between runs (the
+ * results do not depend on it). */
+int interp_threads(const Interp *ip);
+void interp_set_threads(Interp *ip, int threads);
+
 /* Change the tap between runs (runs refuse a tap with release_consts). */
 void interp_set_tap(Interp *ip, void (*tap)(void *ud, const char *name, const Tensor *t), void *ud);
 

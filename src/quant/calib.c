@@ -30,6 +30,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -610,6 +611,7 @@ typedef struct Pass {
 	size_t nheld;
 	uint64_t first;         /* number of the first held sample */
 	Held ref;               /* BATCHED: the shapes probed (data freed) */
+	int workers;            /* threads to run units on once probed */
 } Pass;
 
 static void release_held(Pass *p)
@@ -740,12 +742,22 @@ static int run_one(Pass *p, Held *h, uint64_t idx)
 	return 0;
 }
 
+static int run_parallel(Pass *p, SampleIter *it, uint64_t *idx);
+
 static int run_pass(Pass *p, SampleIter *it)
 {
 	uint64_t idx = 0;
 	int r;
 	Held h = {0};
-	while ((r = samples_next(it, &h.tl)) == 1) {
+	for (;;) {
+		/* once the probe has decided, the rest may go to workers */
+		if (p->mode != PROBING && p->workers > 1) {
+			if ((r = run_parallel(p, it, &idx)) != 1)
+				break;
+			p->workers = 1; /* not worth it: go on here */
+		}
+		if ((r = samples_next(it, &h.tl)) != 1)
+			break;
 		h.by = xcalloc(p->nin ? p->nin : 1, sizeof *h.by);
 		if (check_sample(p->m, p->ip, idx, &h.tl, h.by) < 0) {
 			held_free(&h);
@@ -772,6 +784,276 @@ static int run_pass(Pass *p, SampleIter *it)
 	release_held(p);
 	p->col->s->nsamples = idx;
 	return 0;
+}
+
+/* ---- data-parallel calibration ----
+ *
+ * Splitting each operator between threads does not pay for the small
+ * operators of a calibration (a 28x28 image's convolution takes tens of
+ * microseconds, a wake-up several); running whole batches side by side
+ * does. Once the probe has decided how samples are grouped, every thread
+ * runs its own interpreter (one thread each) with its own collector, and
+ * takes the next unit of work from a reader shared under a lock: the next
+ * batch, or a sample that runs alone. The reader forms the units exactly
+ * as the one-thread loop does (the same samples stacked together, so the
+ * same float results), and the collectors' statistics are merged exactly
+ * (minima, maxima, counts, histograms over power-of-two ranges: see
+ * widen), so the statistics do not depend on the number of threads nor on
+ * which thread ran what. An error reports the lowest-numbered sample that
+ * failed, which is the one the one-thread loop stops at. */
+
+/* weights an extra interpreter may copy (each holds its own) */
+#define WORKER_WEIGHTS ((size_t)128 << 20)
+
+typedef struct Unit {
+	Held held[MAX_BATCH];
+	size_t n;
+	uint64_t first;         /* number of the first sample */
+	int stacked;
+} Unit;
+
+typedef struct Shared {
+	Pass *p;                /* the mode, batch size, probed shapes and the
+				   batch being formed (p->held) */
+	SampleIter *it;
+	pthread_mutex_t lock;   /* over everything below and p's batch */
+	uint64_t next;          /* number of the next sample read */
+	int done;               /* no more samples, or a failure */
+	uint64_t err_at;        /* the lowest failed sample (UINT64_MAX: none) */
+	char *err;
+} Shared;
+
+typedef struct Worker {
+	Shared *sh;
+	Interp *ip;
+	Collector *col;         /* the main collector, or own */
+	Collector own;
+	pthread_t tid;
+	int started;
+} Worker;
+
+/* record the failure of sample idx (lock held) */
+static void fail_at(Shared *sh, uint64_t idx, const char *msg)
+{
+	sh->done = 1;
+	if (idx >= sh->err_at)
+		return;
+	sh->err_at = idx;
+	free(sh->err);
+	sh->err = xstrdup(msg);
+}
+
+/* hand the batch being formed over to u (lock held) */
+static void take_batch(Pass *p, Unit *u)
+{
+	memcpy(u->held, p->held, p->nheld * sizeof *p->held);
+	u->n = p->nheld;
+	u->first = p->first;
+	u->stacked = 1;
+	p->nheld = 0;
+}
+
+/* the next unit of work: 1, or 0 when there is none left */
+static int take_unit(Shared *sh, Unit *u)
+{
+	Pass *p = sh->p;
+	int got = 0;
+	pthread_mutex_lock(&sh->lock);
+	while (!sh->done && !got) {
+		Held h = {0};
+		int r = samples_next(sh->it, &h.tl);
+		if (r != 1) {
+			if (r < 0)
+				fail_at(sh, sh->next, errmsg());
+			sh->done = 1;
+			if (r == 0 && p->nheld) {
+				take_batch(p, u);
+				got = 1;
+			}
+			break;
+		}
+		uint64_t idx = sh->next++;
+		h.by = xcalloc(p->nin ? p->nin : 1, sizeof *h.by);
+		if (check_sample(p->m, p->ip, idx, &h.tl, h.by) < 0) {
+			fail_at(sh, idx, errmsg());
+			held_free(&h);
+			break;
+		}
+		if (p->mode == BATCHED && same_shape(&p->ref, &h, p->nin)) {
+			p->first = p->nheld ? p->first : idx;
+			p->held[p->nheld++] = h;
+			if (p->nheld == p->bmax) {
+				take_batch(p, u);
+				got = 1;
+			}
+			continue;
+		}
+		u->held[0] = h;
+		u->n = 1;
+		u->first = idx;
+		u->stacked = 0;
+		got = 1;
+	}
+	pthread_mutex_unlock(&sh->lock);
+	return got;
+}
+
+static int run_unit(Worker *w, Unit *u)
+{
+	int r;
+	if (u->stacked) {
+		w->col->weight = u->n;
+		r = run_stacked(w->ip, u->held, u->n, 0, NULL);
+		w->col->weight = 1;
+		if (r < 0)
+			error_prefix("calibration samples %llu-%llu (stacked into one batch)",
+				     (unsigned long long)u->first + 1, (unsigned long long)(u->first + u->n));
+	} else {
+		r = interp_run_sample(w->ip, u->held[0].tl.n, u->held[0].tl.t, 0, NULL);
+		if (r < 0)
+			error_prefix("calibration sample %llu", (unsigned long long)u->first + 1);
+	}
+	for (size_t k = 0; k < u->n; k++)
+		held_free(&u->held[k]);
+	return r;
+}
+
+static void *work(void *arg)
+{
+	Worker *w = arg;
+	Unit *u = xmalloc(sizeof *u);
+	while (take_unit(w->sh, u))
+		if (run_unit(w, u) < 0) {
+			pthread_mutex_lock(&w->sh->lock);
+			fail_at(w->sh, u->first, errmsg());
+			pthread_mutex_unlock(&w->sh->lock);
+		}
+	free(u);
+	return NULL;
+}
+
+/* a worker's collector: its own statistics (names borrowed from main's)
+ * and scratch, main's read-only tables */
+static void collector_clone(Collector *c, const Collector *main)
+{
+	const CalibStats *s = main->s;
+	CalibStats *ws = xcalloc(1, sizeof *ws);
+	ws->n = s->n;
+	ws->nbins = s->nbins;
+	ws->t = xcalloc(s->n ? s->n : 1, sizeof *ws->t);
+	for (size_t i = 0; i < s->n; i++)
+		ws->t[i].name = s->t[i].name;
+	*c = (Collector){.s = ws, .weight = 1, .konst = main->konst, .fixed = main->fixed, .alias = main->alias,
+			 .shape0 = main->shape0};
+	c->fixed_w = xcalloc(s->n ? s->n : 1, sizeof *c->fixed_w);
+	c->idx = xmalloc(CHUNK * sizeof *c->idx);
+	c->sub = main->sub ? xcalloc(SUBHIST * (s->nbins + SPARE), sizeof *c->sub) : NULL;
+}
+
+static void collector_unclone(Collector *c)
+{
+	for (size_t i = 0; i < c->s->n; i++)
+		free(c->s->t[i].hist);
+	free(c->s->t);
+	free(c->s);
+	free(c->fixed_w);
+	free(c->idx);
+	free(c->sub);
+}
+
+/* widen t's histogram to range r (a power of two, 0 or at least t's) */
+static void widen_to(TensorStats *t, uint32_t nb, double r)
+{
+	if (r > 0)
+		widen(t, nb, r / 2);
+}
+
+/* add the statistics of src (taken by another collector) to dst */
+static void merge_stats(const CalibStats *s, TensorStats *dst, TensorStats *src)
+{
+	uint32_t nb = s->nbins;
+	dst->nonfinite += src->nonfinite;
+	if (!src->count)
+		return;
+	dst->min = dst->count && dst->min < src->min ? dst->min : src->min;
+	dst->max = dst->count && dst->max > src->max ? dst->max : src->max;
+	dst->count += src->count;
+	double r = fmax(dst->range, src->range);
+	widen_to(dst, nb, r);
+	widen_to(src, nb, r);
+	if (!nb || !src->hist)
+		return;
+	if (!dst->hist) {
+		dst->hist = src->hist;
+		src->hist = NULL;
+		return;
+	}
+	for (uint32_t b = 0; b < nb; b++)
+		dst->hist[b] += src->hist[b];
+}
+
+/* the samples after the first *idx, on p->workers threads; 1 when that
+ * would not pay (too few samples left, or weights too large to copy) */
+static int run_parallel(Pass *p, SampleIter *it, uint64_t *idx)
+{
+	size_t left = samples_count(it) - *idx, unit = p->mode == BATCHED ? p->bmax : 1;
+	size_t nw = (size_t)p->workers, weights, live;
+	if (left / unit < nw)
+		nw = left / unit;
+	interp_stats(p->ip, &weights, &live);
+	if (nw < 2 || weights > WORKER_WEIGHTS)
+		return 1;
+	Shared sh = {.p = p, .it = it, .lock = PTHREAD_MUTEX_INITIALIZER, .next = *idx, .err_at = UINT64_MAX};
+	Worker *w = xcalloc(nw, sizeof *w);
+	w[0] = (Worker){.sh = &sh, .ip = p->ip, .col = p->col};
+	int r = 0;
+	for (size_t k = 1; k < nw && r == 0; k++) {
+		w[k].sh = &sh;
+		w[k].col = &w[k].own;
+		collector_clone(w[k].col, p->col);
+		InterpOpts o = {.threads = 1, .tap = tap, .tap_ud = w[k].col};
+		if (!(w[k].ip = interp_new(p->m, &o)))
+			r = -1;
+	}
+	if (r == 0 && p->log)
+		fprintf(p->log, "calibrate: %zu workers side by side\n", nw);
+	int threads = interp_threads(p->ip);
+	interp_set_threads(p->ip, 1);
+	for (size_t k = 1; k < nw && r == 0; k++)
+		w[k].started = pthread_create(&w[k].tid, NULL, work, &w[k]) == 0;
+	if (r == 0)
+		work(&w[0]);
+	for (size_t k = 1; k < nw; k++)
+		if (w[k].started)
+			pthread_join(w[k].tid, NULL);
+	interp_set_threads(p->ip, threads);
+	/* a worker that could not start left its share to the others */
+	for (size_t k = 1; k < nw; k++) {
+		const CalibStats *s = p->col->s;
+		for (size_t i = 0; r == 0 && i < s->n; i++) {
+			TensorStats *dst = &s->t[i], *src = &w[k].own.s->t[i];
+			if (!p->col->fixed[i]) {
+				merge_stats(s, dst, src);
+				continue;
+			}
+			/* the statistics of one run, counted fixed_w times: taken
+			 * from this worker if main has none (a move) */
+			if (!p->col->fixed_w[i] && w[k].own.fixed_w[i])
+				merge_stats(s, dst, src);
+			p->col->fixed_w[i] += w[k].own.fixed_w[i];
+		}
+		if (w[k].ip)
+			interp_free(w[k].ip);
+		if (w[k].own.s)
+			collector_unclone(&w[k].own);
+	}
+	free(w);
+	*idx = sh.next;
+	if (r == 0 && sh.err_at != UINT64_MAX)
+		r = error("%s", sh.err);
+	free(sh.err);
+	pthread_mutex_destroy(&sh.lock);
+	return r;
 }
 
 /* per tensor of s: the tensor whose elements it holds, moved, or SIZE_MAX.
@@ -1009,7 +1291,7 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 	if (r == 0) {
 		p = xcalloc(1, sizeof *p);
 		*p = (Pass){.m = m, .ip = ip, .col = &col, .log = log, .nin = interp_ninputs(ip),
-			    .nout = interp_noutputs(ip), .bmax = 1};
+			    .nout = interp_noutputs(ip), .bmax = 1, .workers = threads};
 		p->mode = batchable(ip) ? PROBING : ONE_AT_A_TIME;
 		r = run_pass(p, it);
 		release_held(p);

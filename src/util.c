@@ -429,7 +429,7 @@ static int open_temp_beside(const char *path, char **tmp)
 
 static int finish_temp(int fd, char *tmp, const char *path, unsigned mode)
 {
-	if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
+	if (fchmod(fd, mode) < 0) {
 		error("cannot write '%s':", path);
 		close(fd);
 		goto fail;

@@ -83,8 +83,10 @@ int rmtree(const char *path);
 
 /* Read a whole file into memory (NUL-terminated for convenience). */
 int read_file(const char *path, char **data, size_t *len);
-/* Write data to path atomically: temp file in the same directory, fsync,
- * rename. On any failure nothing is left behind and -1 is returned. */
+/* Write data to path atomically: temp file in the same directory, then
+ * rename, so no process sees it half-written (not fsynced: what quantmake
+ * writes is hashed again before use, see copy_hashing in cache.c). On any
+ * failure nothing is left behind and -1 is returned. */
 int write_file_atomic(const char *path, const void *data, size_t len);
 /* 1 when the CPU runs AVX-512F (asked once; 0 off x86-64), for kernels
  * that pick an AVX-512 path at run time */

@@ -363,7 +363,7 @@ int outfile_commit(OutFile *f)
 		f->linked = 0;
 		return 0;
 	}
-	if (fchmod(f->fd, 0644) < 0 || fsync(f->fd) < 0) {
+	if (fchmod(f->fd, 0644) < 0) { /* not fsynced: see write_file_atomic */
 		error("cannot write '%s':", f->path);
 		outfile_abort(f);
 		return -1;

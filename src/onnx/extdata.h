@@ -76,7 +76,7 @@ int outfile_open(OutFile *f, const char *path);
 int outfile_pwrite(OutFile *f, const void *p, size_t n, uint64_t off);
 /* append n bytes at the current end of the sequential stream */
 int outfile_write(OutFile *f, const void *p, size_t n);
-/* fsync, mode 0644, rename over path; on failure the temp file is removed */
+/* mode 0644, rename over path (not fsynced); on failure the temp file is removed */
 int outfile_commit(OutFile *f);
 /* remove the temporary file (no-op when not open) */
 void outfile_abort(OutFile *f);

@@ -6,7 +6,7 @@
  *
  * As a build does it: types and shapes inferred first (the infer-shapes
  * stage; --no-infer skips it), the opset upgrade, the passes, inference of
- * the result, an fsync'd atomic save. The stage's log lines go to stderr. */
+ * the result, an atomic save (temp file, rename). The stage's log lines go to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

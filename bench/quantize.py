@@ -99,11 +99,14 @@ def make_cnn(path):
     onnx.save(m, path)
 
 
-def timed(cmd, cwd=None, env=None):
+def timed(cmd, cwd=None, env=None, log=None):
     """((wall, cpu) seconds, peak RSS MiB, None) of cmd and its children,
-    or (None, None, error line) when it fails"""
+    or (None, None, error line) when it fails; log, a list, gets cmd's
+    stdout and stderr"""
     out = subprocess.run(["/usr/bin/time", "-f", "TIME %e %M %U %S"] + cmd, cwd=cwd, env=env,
                          capture_output=True, text=True)
+    if log is not None:
+        log.append(out.stdout + out.stderr)
     if out.returncode != 0:
         lines = [l for l in (out.stdout + out.stderr).splitlines() if l.strip() and not l.startswith("TIME ")
                  and "Command exited" not in l]
@@ -136,7 +139,7 @@ else:
 """
 
 
-def quantmake(qm, jobs, pre, work, model, mode, act, data, tag):
+def quantmake(qm, jobs, pre, work, model, mode, act, data, tag, log=None):
     p = os.path.join(work, "qm-" + tag)
     shutil.rmtree(p, ignore_errors=True)
     os.makedirs(p + "/rules")
@@ -147,8 +150,16 @@ def quantmake(qm, jobs, pre, work, model, mode, act, data, tag):
         rules += "quantize.calibration = calib\nquantize.activations = %s\n" % act
     open(p + "/rules/m.rules", "w").write(rules)
     env = dict(os.environ, QUANTMAKE_CACHE=p + "/cache")
-    t, rss, err = timed([qm, "-C", p] + (["-j%d" % jobs] if jobs else []), env=env)
+    t, rss, err = timed([qm, "-C", p] + (["-j%d" % jobs] if jobs else []), env=env, log=log)
     return t, rss, err, p + "/build/m/m.onnx"
+
+
+def write_calib(dd, gen, n):
+    """dd/s00000.npz ... : calibration samples 0 to n-1 of gen; returns dd"""
+    os.makedirs(dd)
+    for i in range(n):
+        np.savez("%s/s%05d.npz" % (dd, i), **gen(i))
+    return dd
 
 
 def peer(work, pre, model, mode, act, data, tag):
@@ -367,11 +378,7 @@ def main():
             model, gen, evaluate = models[name]
             sets = {}
             for mult in (1, 10):
-                dd = os.path.join(work, "calib-%s-%d" % (name, mult))
-                os.makedirs(dd)
-                for i in range(a.samples * mult):
-                    np.savez("%s/s%05d.npz" % (dd, i), **gen(i))
-                sets[mult] = dd
+                sets[mult] = write_calib(os.path.join(work, "calib-%s-%d" % (name, mult)), gen, a.samples * mult)
             ffid = evaluate(model)
             for mode, act, mult in (("static", "uint8", 1), ("static", "uint8", 10), ("static", "int8", 1),
                                     ("static", "int8", 10), ("dynamic", "-", 1)):

@@ -19,9 +19,12 @@
  * 16-column halves from where the output grid has kept columns (padding
  * columns between rows are skipped); each tile's sums are stored and
  * reloaded unchanged from one block of k to the next, one chain per
- * element. */
+ * element. Against a packed b, rows of a with one nonzero element (one-hot
+ * embeddings) skip the kernel: what its sums give for them is known
+ * (onehot_product). */
 #include "ops/fgemm.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -361,6 +364,10 @@ FgemmB *fgemm_pack_b(int64_t k, int64_t n, const float *b, int64_t ldb)
 	pb->k = k;
 	pb->n = n;
 	pb->p = xmalloc(fgemm_packed_b_bytes(k, n));
+	pb->finite = 1;
+	for (int64_t kk = 0; kk < k && pb->finite; kk++)
+		for (int64_t j = 0; j < n; j++)
+			pb->finite &= isfinite(b[kk * ldb + j]) != 0;
 	for (int64_t jb = 0; jb < n; jb += NC) {
 		int64_t nb = n - jb < NC ? n - jb : NC, npad = (nb + NR - 1) / NR * NR;
 		for (int64_t k0 = 0; k0 < k; k0 += KC)
@@ -545,8 +552,217 @@ void fgemm_packed_fill(const FgemmA *a, int64_t n, FgemmFill fill, void *ctx, co
 	run(&g, threads);
 }
 
+/* ---- products whose left operand has one-hot rows ---- */
+
+/* A row of a with one nonzero element a[p] (the others +0 or -0) against
+ * a finite b: each kernel sum over a block of k starts from +0, to which
+ * fma adds 0 * b = +-0 and leaves it +0 until p, where it becomes
+ * fma(a[p], b[p, j], +0), the product rounded once (+0 when exactly zero);
+ * the products after p add +-0, leaving it unchanged unless it is -0 (a
+ * product too small for a float). With k above KC the blocks are added
+ * (c + t), and the +0 of a block without p turns -0 into +0; with one
+ * block the result is the sum itself, and a -0 there depends on the signs
+ * of the later terms, so such a row is left to the kernel. A row of zeros
+ * gives +0. Each element of c is a sum over its own row of a, in an order
+ * that does not depend on the other rows, so the rows left to the kernel
+ * are gathered and multiplied apart. */
+
+#ifdef HAVE_AVX512
+/* onehot_pos of a row with two nonzero elements, or a NaN or infinity */
+#define ONEHOT_MORE (-2)
+
+typedef struct Onehot {
+	const float *a;
+	int64_t lda;
+	const FgemmB *b;
+	float *c;
+	int64_t ldc;
+	int64_t first;            /* rows [lo, hi) of a range are first + [lo, hi) */
+	uint8_t *left;            /* per row: 1 when left to the kernel */
+} Onehot;
+
+/* rows left to the kernel are multiplied in place in runs of at least
+ * ONEHOT_RUN (a dense a whose first row is one-hot: one run), else
+ * gathered ONEHOT_GATHER at a time (20 strips of MR) */
+#define ONEHOT_RUN (4 * MR)
+#define ONEHOT_GATHER (20 * MR)
+/* rows tried before the others, in the calling thread */
+#define ONEHOT_PROBE 256
+
+/* QUANTMAKE_MATMUL_DENSE=1: no one-hot shortcut (to compare the bytes) */
+static int onehot_off(void)
+{
+	static int off = -1;
+	int o = __atomic_load_n(&off, __ATOMIC_RELAXED);
+	if (o < 0) {
+		const char *e = getenv("QUANTMAKE_MATMUL_DENSE");
+		o = e && !strcmp(e, "1");
+		__atomic_store_n(&off, o, __ATOMIC_RELAXED);
+	}
+	return o;
+}
+
+/* the index of a[0, k)'s only nonzero element, -1 when it has none,
+ * ONEHOT_MORE when it has two (found in the first 16 elements of a dense
+ * row) or a NaN or infinity */
+AVX512 static int64_t onehot_pos(const float *a, int64_t k)
+{
+	__m512 z = _mm512_setzero_ps();
+	int64_t pos = -1;
+	for (int64_t kk = 0; kk < k; kk += 16) {
+		__mmask16 in = k - kk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - kk)) - 1);
+		/* unordered: a NaN counts as nonzero */
+		unsigned nz = _mm512_mask_cmp_ps_mask(in, _mm512_maskz_loadu_ps(in, a + kk), z, _CMP_NEQ_UQ);
+		if (!nz)
+			continue;
+		if (pos >= 0 || (nz & (nz - 1)))
+			return ONEHOT_MORE;
+		pos = kk + __builtin_ctz(nz);
+	}
+	return pos >= 0 && !isfinite(a[pos]) ? ONEHOT_MORE : pos;
+}
+
+/* row c[0, n) = a[pos] * b[pos, :] as the kernel sums it (pos -1: +0);
+ * 0, or -1 when a product is -0 and k is one block */
+AVX512 static int onehot_row(const FgemmB *b, int64_t pos, float av, float *c)
+{
+	__m512 z = _mm512_setzero_ps(), x = _mm512_set1_ps(av), neg0 = _mm512_set1_ps(-0.0f);
+	int64_t k0 = pos < 0 ? 0 : pos / KC * KC, kc = b->k - k0 < KC ? b->k - k0 : KC;
+	int blocks = b->k > KC;
+	for (int64_t jb = 0; jb < b->n; jb += NC) {
+		int64_t nb = b->n - jb < NC ? b->n - jb : NC, npad = (nb + NR - 1) / NR * NR;
+		/* row pos of the block's panels: panel q at bp + q * NR * kc */
+		const float *bp = pos < 0 ? NULL : b->p + jb * b->k + npad * k0 + (pos - k0) * NR;
+		for (int64_t j = 0; j < nb; j += 16) {
+			__mmask16 out = nb - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nb - j)) - 1);
+			__m512 v = z;
+			if (pos >= 0) {
+				/* panels are NR wide, zero-padded: 16 floats always there */
+				v = _mm512_fmadd_ps(x, _mm512_loadu_ps(bp + j / NR * NR * kc + j % NR), z);
+				if (blocks)
+					v = _mm512_add_ps(v, z);
+				else if (_mm512_mask_cmpeq_epi32_mask(out, _mm512_castps_si512(v),
+								      _mm512_castps_si512(neg0)))
+					return -1;
+			}
+			_mm512_mask_storeu_ps(c + jb + j, out, v);
+		}
+	}
+	return 0;
+}
+
+/* rows first + [lo, hi) of c by the shortcut, or marked left */
+static void onehot_rows(void *arg, int64_t lo, int64_t hi)
+{
+	Onehot *g = arg;
+	for (int64_t i = g->first + lo; i < g->first + hi; i++) {
+		const float *ar = g->a + i * g->lda;
+		int64_t pos = onehot_pos(ar, g->b->k);
+		g->left[i] = pos == ONEHOT_MORE ||
+			     onehot_row(g->b, pos, pos >= 0 ? ar[pos] : 0.0f, g->c + i * g->ldc) < 0;
+	}
+}
+
+/* rows [i, i + nr) of c by the kernel, read in place */
+static void onehot_kernel_run(const Onehot *g, int64_t i, int64_t nr, int threads)
+{
+	Job j = {.pb = g->b, .a = g->a + i * g->lda, .m = nr, .k = g->b->k, .lda = g->lda, .n = g->b->n,
+		 .ldc = g->ldc, .c = g->c + i * g->ldc};
+	run(&j, threads);
+}
+
+/* the nr rows idx[0, nr) of c by the kernel, gathered in *buf (made on
+ * first use: ONEHOT_GATHER rows of k floats, then as many of n) */
+static void onehot_kernel_rows(const Onehot *g, const int64_t *idx, int64_t nr, float **buf, int threads)
+{
+	int64_t k = g->b->k, n = g->b->n;
+	if (!*buf)
+		*buf = xmalloc(sizeof(float) * (size_t)(ONEHOT_GATHER * (k + n)));
+	float *ga = *buf, *gc = ga + ONEHOT_GATHER * k;
+	for (int64_t r = 0; r < nr; r++)
+		memcpy(ga + r * k, g->a + idx[r] * g->lda, sizeof(float) * (size_t)k);
+	Job j = {.pb = g->b, .a = ga, .m = nr, .k = k, .lda = k, .n = n, .ldc = n, .c = gc};
+	run(&j, threads);
+	for (int64_t r = 0; r < nr; r++)
+		memcpy(g->c + idx[r] * g->ldc, gc + r * n, sizeof(float) * (size_t)n);
+}
+
+/* c = a * b with the rows that have at most one nonzero element made by
+ * the shortcut and the others by the kernel (1), or 0 with c partly
+ * written when the first row does not qualify (a dense a, for the scan of
+ * a few elements, no worker and no allocation) or half the first
+ * ONEHOT_PROBE do not: the whole product is the kernel's. The scan of a
+ * row that does not qualify stops at its second nonzero. */
+static int onehot_product(int64_t m, const float *a, int64_t lda, const FgemmB *b, float *c, int64_t ldc,
+			  int threads)
+{
+	if (!b->finite || b->k < FGEMM_ONEHOT_K || m <= 0 || b->n <= 0 || onehot_off())
+		return 0;
+	uint8_t left0;
+	Onehot g = {.a = a, .lda = lda, .b = b, .c = c, .ldc = ldc, .left = &left0};
+	onehot_rows(&g, 0, 1);
+	if (left0 || m == 1)
+		return !left0;
+	g.left = xmalloc((size_t)m);
+	g.left[0] = 0;
+	/* the next rows in this thread: when over half of them are left to
+	 * the kernel, so is the whole product (the scan of a row that does
+	 * not qualify may have to read all of it) */
+	int64_t probe = m < ONEHOT_PROBE ? m : ONEHOT_PROBE, nl = 0;
+	onehot_rows(&g, 1, probe);
+	for (int64_t i = 1; i < probe; i++)
+		nl += g.left[i];
+	if (2 * nl > probe) {
+		free(g.left);
+		return 0;
+	}
+	g.first = probe;
+	/* a thread pays for some 64K elements of a scanned */
+	nn_parallel(threads > 1 && (m - probe) * b->k < (int64_t)threads * 65536 ? 1 : threads, m - probe, onehot_rows,
+		    &g);
+	int64_t idx[ONEHOT_GATHER], ni = 0;
+	float *buf = NULL;
+	for (int64_t i = 1; i < m;) {
+		if (!g.left[i]) {
+			i++;
+			continue;
+		}
+		int64_t e = i + 1;
+		while (e < m && g.left[e])
+			e++;
+		if (e - i >= ONEHOT_RUN) {
+			onehot_kernel_run(&g, i, e - i, threads);
+			i = e;
+			continue;
+		}
+		for (; i < e; i++) {
+			idx[ni++] = i;
+			if (ni == ONEHOT_GATHER) {
+				onehot_kernel_rows(&g, idx, ni, &buf, threads);
+				ni = 0;
+			}
+		}
+	}
+	if (ni)
+		onehot_kernel_rows(&g, idx, ni, &buf, threads);
+	free(buf);
+	free(g.left);
+	return 1;
+}
+#else
+static int onehot_product(int64_t m, const float *a, int64_t lda, const FgemmB *b, float *c, int64_t ldc,
+			  int threads)
+{
+	/* portable builds multiply in full (fgemm_available() is 0 there) */
+	(void)m, (void)a, (void)lda, (void)b, (void)c, (void)ldc, (void)threads;
+	return 0;
+}
+#endif
+
 void fgemm_packed_b(int64_t m, const float *a, int64_t lda, const FgemmB *b, float *c, int64_t ldc, int threads)
 {
+	if (onehot_product(m, a, lda, b, c, ldc, threads))
+		return;
 	Job g = {.pb = b, .a = a, .m = m, .k = b->k, .lda = lda, .n = b->n, .ldc = ldc, .c = c};
 	run(&g, threads);
 }

@@ -84,6 +84,7 @@ void fgemm_packed_direct(const FgemmA *a, const float *b, const int64_t *off, co
 /* b packed once, for several products with the same right operand */
 typedef struct FgemmB {
 	int64_t k, n;
+	int finite;               /* no infinity or NaN in b (a one-hot product may skip the zeros) */
 	float *p;
 } FgemmB;
 
@@ -91,7 +92,14 @@ FgemmB *fgemm_pack_b(int64_t k, int64_t n, const float *b, int64_t ldb);
 /* bytes of a packed [k, n] right operand */
 size_t fgemm_packed_b_bytes(int64_t k, int64_t n);
 void fgemm_free_b(FgemmB *pb);
-/* c[m, n] = a[m, k] * b (no bias, no accumulation) */
+/* c[m, n] = a[m, k] * b (no bias, no accumulation). When b is finite and
+ * k at least FGEMM_ONEHOT_K, the rows of a with at most one nonzero
+ * element, a finite one (one-hot rows: an embedding written as Equal, Cast
+ * and MatMul), are made from the row of b it picks, with the bytes the
+ * blocked product gives, unless the first row of a, or over half of the
+ * first 256, are not among them; QUANTMAKE_MATMUL_DENSE=1 always
+ * multiplies in full (to compare). */
+#define FGEMM_ONEHOT_K 64
 void fgemm_packed_b(int64_t m, const float *a, int64_t lda, const FgemmB *b, float *c, int64_t ldc, int threads);
 
 #endif

@@ -7,7 +7,9 @@
  * cblas_dgemm (double) call, and a batched left operand against a plain
  * matrix is folded into a single call. Integer MatMul is a
  * plain loop. Gemm with a constant B (and transA 0) multiplies B packed
- * once for fgemm, alpha and C applied as the results are stored; other
+ * once for fgemm, alpha and C applied as the results are stored (both
+ * products with a packed B take the rows of A that are one-hot from B's
+ * rows, with the same bytes: fgemm_packed_b); other
  * Gemms, and any without AVX-512, run cblas_sgemm. MatMulInteger and QLinearMatMul subtract the zero points into
  * doubles, whose dgemm is exact for 8-bit operands, and requantize. */
 #include <cblas.h>

@@ -503,3 +503,58 @@ for k in ax:
     assert math.isclose(ax[k], bx[k], rel_tol=1e-9), (k, ax[k], bx[k])
 " 2>"$TMPD/err" && pass "a stacked sample gives the figures of one sample per row" ||
 	fail "a stacked sample gives the figures of one sample per row" "$(tail -2 "$TMPD/err") $(grep -v '^ ' "$TMPD/log_rows" | tail -3)"
+
+# ---- the reference model beside the quantized one: with -j2 and -j3 the
+# reference runs on a thread of its own, and verify.json is the bytes of
+# -j1 (stacked rows in chunks, one sample per row with labels, random
+# inputs, the CNN, auto-exclude rounds) ----
+cat > "$P/rules/m.rules" <<'EOF2'
+[model st]
+source = digits.onnx
+quantize = static
+quantize.calibration = calib.npy
+verify.data = test.npz
+verify.labels = labels
+verify.min-sqnr = 20
+
+[model rw]
+source = digits.onnx
+quantize = static
+quantize.calibration = calib.npy
+verify.data = data/rows
+verify.labels = labels
+
+[model rnd]
+source = digits.onnx
+quantize = dynamic
+verify.data = random
+
+[model cs]
+source = cnn.onnx
+quantize = static
+quantize.calibration = calib.npy
+verify.data = data/split
+verify.labels = labels
+
+[model ax]
+source = digits.onnx
+quantize = static
+quantize.calibration = calib.npy
+verify.data = test.npz
+verify.min-sqnr = 40
+verify.auto-exclude = 3
+EOF2
+for m in st rw rnd cs ax; do
+	ok=1
+	for j in 1 2 3; do
+		rm -rf "$P/build" "$TMPD/cj"
+		QUANTMAKE_CACHE=$TMPD/cj "$Q" -C "$P" -j$j "$m" > "$TMPD/log_j$j" 2>&1
+		cp "$P/build/$m/verify.json" "$TMPD/$m.j$j.json" 2>/dev/null ||
+			cp "$P/build/$m/failed/verify/verify.json" "$TMPD/$m.j$j.json" 2>/dev/null || ok=0
+	done
+	if [ $ok = 1 ] && cmp -s "$TMPD/$m.j1.json" "$TMPD/$m.j2.json" && cmp -s "$TMPD/$m.j1.json" "$TMPD/$m.j3.json"; then
+		pass "verify.json of $m is the same bytes with -j1, -j2 and -j3"
+	else
+		fail "verify.json of $m is the same bytes with -j1, -j2 and -j3" "$(grep -v '^ ' "$TMPD/log_j2" | tail -3)"
+	fi
+done

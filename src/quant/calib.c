@@ -802,8 +802,10 @@ static int run_pass(Pass *p, SampleIter *it)
  * which thread ran what. An error reports the lowest-numbered sample that
  * failed, which is the one the one-thread loop stops at. */
 
-/* weights an extra interpreter may copy (each holds its own) */
-#define WORKER_WEIGHTS ((size_t)128 << 20)
+/* bytes an extra interpreter may add: its own copy of the weights and its
+ * activations (a model above this calibrates on one interpreter, its
+ * kernels on all threads, so its memory does not double) */
+#define WORKER_BYTES ((size_t)128 << 20)
 
 typedef struct Unit {
 	Held held[MAX_BATCH];
@@ -993,7 +995,8 @@ static void merge_stats(const CalibStats *s, TensorStats *dst, TensorStats *src)
 }
 
 /* the samples after the first *idx, on p->workers threads; 1 when that
- * would not pay (too few samples left, or weights too large to copy) */
+ * would not pay (too few samples left) or cost too much memory (a large
+ * model: WORKER_BYTES) */
 static int run_parallel(Pass *p, SampleIter *it, uint64_t *idx)
 {
 	size_t left = samples_count(it) - *idx, unit = p->mode == BATCHED ? p->bmax : 1;
@@ -1001,7 +1004,7 @@ static int run_parallel(Pass *p, SampleIter *it, uint64_t *idx)
 	if (left / unit < nw)
 		nw = left / unit;
 	interp_stats(p->ip, &weights, &live);
-	if (nw < 2 || weights > WORKER_WEIGHTS)
+	if (nw < 2 || weights + live > WORKER_BYTES)
 		return 1;
 	Shared sh = {.p = p, .it = it, .lock = PTHREAD_MUTEX_INITIALIZER, .next = *idx, .err_at = UINT64_MAX};
 	Worker *w = xcalloc(nw, sizeof *w);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """verify.auto-exclude, two quantmake binaries side by side:
 
-    .venv/bin/python bench/auto-exclude.py BEFORE AFTER [--models ol,ol2,old,chain,fashion-cnn,magika]
+    .venv/bin/python bench/auto-exclude.py BEFORE AFTER [--models ol,ol2,old,chain,fashion-cnn,magika] [--jobs 1]
 
 For every model, a temporary project is quantized once (calibrate and
 quantize cached, verify with no gate), then verify runs again with a gate
@@ -108,11 +108,14 @@ def rules(d, quant, verify):
         f.write("[model m]\nsource = m.onnx\n" + quant + verify)
 
 
+JOBS = 1  # quantmake -j (--jobs)
+
+
 def run(qm, d):
     """(exit status, CPU seconds of quantmake and its children, wall seconds)"""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    r = subprocess.run([qm, "-C", d, "-j1"], capture_output=True, text=True)
+    r = subprocess.run([qm, "-C", d, "-j%d" % JOBS], capture_output=True, text=True)
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
@@ -131,7 +134,11 @@ def main():
     ap.add_argument("after")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--keep", metavar="DIR", help="build the projects in DIR/MODEL and keep them")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="quantmake -j (default 1: one thread, so the CPU column compares work)")
     a = ap.parse_args()
+    global JOBS
+    JOBS = a.jobs
     print("load average: %.2f %.2f %.2f" % os.getloadavg())
     print("%-12s %-6s %6s %6s %6s %6s %9s %6s %8s %7s" % ("model", "binary", "rounds", "undone", "unmeas",
                                                         "nodes", "SQNR dB", "gates", "CPU s", "wall s"))

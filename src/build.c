@@ -52,6 +52,7 @@ typedef struct Action {
 	int borrowed;          /* rec's arrays belong to the build log */
 	pid_t pid;
 	int fd;
+	size_t slot;           /* work directory while running (Build.slots) */
 	StrBuf log;
 	double start;
 	struct timespec start_real;
@@ -71,6 +72,15 @@ typedef struct Build {
 	size_t total, done;
 	int failed;
 	int tty;
+	/* Work directories cache/tmp/act-N (cache_workdir), one per action
+	 * running at a time, claimed when first needed and reused by the
+	 * actions that follow, then by later builds (each action empties it
+	 * first): making and removing act-*, in/ and out/ for every action was
+	 * a third of the inodes a small build allocated, and each removal
+	 * waited for a discard. */
+	char **slots;
+	char *slot_busy;
+	size_t nslots;
 } Build;
 
 static volatile sig_atomic_t got_signal;
@@ -547,6 +557,42 @@ static void keep_failed(const Build *b, const Action *a, const char *outdir)
 	pv_free_all(&names);
 }
 
+/* Make DIR, or empty it if it exists: whatever an earlier action in the
+ * same work directory left, a killed one included, is removed. */
+static int fresh_dir(const char *dir)
+{
+	if (mkdir(dir, 0777) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return error("cannot create directory '%s':", dir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return error("cannot read '%s':", dir);
+	struct dirent *e;
+	int r = 0;
+	while (r == 0 && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		char *p = path_join(dir, e->d_name);
+		r = rmtree(p);
+		free(p);
+	}
+	closedir(d);
+	return r;
+}
+
+/* The end of an action's child. What it did not move into the store
+ * (outputs the store held already, its inputs' links, a failed stage's
+ * files) goes now, not when the next action there starts: an idle work
+ * directory holds nothing. */
+static _Noreturn void child_exit(char *const used[3], int code)
+{
+	for (int i = 0; i < 3; i++)
+		if (used[i] && fresh_dir(used[i]) < 0)
+			fprintf(stderr, "%s: %s\n", argv0, errmsg());
+	_exit(code);
+}
+
 static _Noreturn void child_main(Build *b, Action *a)
 {
 	double t0 = now_sec();
@@ -560,25 +606,21 @@ static _Noreturn void child_main(Build *b, Action *a)
 		action_rec_free(&rec);
 		_exit(0);
 	}
-	char *tmp = xasprintf("%s/tmp/act-%s-XXXXXX", cache_dir(b->cache), a->model->name);
-	if (!mkdtemp(tmp))
-		fatalx(1, "%s: cannot create a temporary directory in the cache:", lab);
-	char *indir = path_join(tmp, "in"), *outdir = path_join(tmp, "out");
-	if (mkdirs(indir) < 0 || mkdirs(outdir) < 0)
+	const char *tmp = b->slots[a->slot];
+	char *indir = path_join(tmp, "in"), *outdir = path_join(tmp, "out"), *refdir = path_join(tmp, "ref");
+	if (fresh_dir(indir) < 0 || fresh_dir(outdir) < 0 || (a->ref ? fresh_dir(refdir) : rmtree(refdir)) < 0)
 		fatalx(1, "%s: %s", lab, errmsg());
+	char *used[] = {indir, outdir, a->ref ? refdir : NULL};
 	char *input = NULL, *reference = NULL;
 	int fr = a->in ? fetch_outputs(b, a->in, indir, &input) : 0;
 	if (fr == 0 && a->ref) {
-		char *refdir = path_join(tmp, "ref");
 		fr = fetch_outputs(b, a->ref, refdir, &reference);
-		free(refdir);
 		if (fr == -2)
 			fr = -3;
 	}
 	if (fr < 0) {
 		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
-		rmtree(tmp);
-		_exit(fr == -2 ? EXIT_CORRUPT_INPUT : fr == -3 ? EXIT_CORRUPT_REF : 1);
+		child_exit(used, fr == -2 ? EXIT_CORRUPT_INPUT : fr == -3 ? EXIT_CORRUPT_REF : 1);
 	}
 	PtrVec deps = {0};
 	char *output = xasprintf("%s/%s.onnx", outdir, a->model->name);
@@ -600,19 +642,16 @@ static _Noreturn void child_main(Build *b, Action *a)
 	if (a->stage->run(&ctx) < 0) {
 		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
 		keep_failed(b, a, outdir);
-		rmtree(tmp);
-		_exit(1);
+		child_exit(used, 1);
 	}
 	if (access(output, F_OK) != 0) {
 		fprintf(stderr, "%s: %s: the stage wrote no %s.onnx\n", argv0, lab, a->model->name);
-		rmtree(tmp);
-		_exit(1);
+		child_exit(used, 1);
 	}
 	PtrVec names = {0};
 	if (list_outputs(outdir, NULL, &names) < 0) {
 		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
-		rmtree(tmp);
-		_exit(1);
+		child_exit(used, 1);
 	}
 	if (names.n > 1)
 		qsort(names.v, names.n, sizeof *names.v, cmpstr);
@@ -633,8 +672,7 @@ static _Noreturn void child_main(Build *b, Action *a)
 		char *p = path_join(outdir, names.v[i]);
 		if (cache_put_move(b->cache, p, &r.outs[i].h, &r.outs[i].size) < 0) {
 			fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
-			rmtree(tmp);
-			_exit(1);
+			child_exit(used, 1);
 		}
 		r.outs[i].name = names.v[i];
 		r.nouts++;
@@ -645,31 +683,53 @@ static _Noreturn void child_main(Build *b, Action *a)
 		r.deps[i].path = deps.v[i];
 		if (hash_file(deps.v[i], &r.deps[i].h) < 0) {
 			fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
-			rmtree(tmp);
-			_exit(1);
+			child_exit(used, 1);
 		}
 		r.ndeps++;
 	}
 	r.seconds = now_sec() - t0;
 	if (cache_put_action(b->cache, &r) < 0) {
 		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
-		rmtree(tmp);
-		_exit(1);
+		child_exit(used, 1);
 	}
-	rmtree(tmp);
 	cache_unlock(lock);
 	fflush(NULL);
-	_exit(0);
+	child_exit(used, 0);
+}
+
+/* a free work directory for an action about to start, claimed from the
+ * cache if this build holds none that is free */
+static int take_slot(Build *b, Action *a)
+{
+	size_t i = 0;
+	while (i < b->nslots && b->slot_busy[i])
+		i++;
+	if (i == b->nslots) {
+		char *dir = cache_workdir(b->cache);
+		if (!dir)
+			return -1;
+		b->slots = xreallocarray(b->slots, b->nslots + 1, sizeof *b->slots);
+		b->slot_busy = xreallocarray(b->slot_busy, b->nslots + 1, 1);
+		b->slots[b->nslots++] = dir;
+	}
+	b->slot_busy[i] = 1;
+	a->slot = i;
+	return 0;
 }
 
 static int start(Build *b, Action *a)
 {
+	if (take_slot(b, a) < 0)
+		return -1;
 	int pfd[2];
-	if (pipe2(pfd, O_CLOEXEC) < 0)
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		b->slot_busy[a->slot] = 0;
 		return error("cannot create a pipe:");
+	}
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
+		b->slot_busy[a->slot] = 0;
 		close(pfd[0]);
 		close(pfd[1]);
 		return error("cannot fork:");
@@ -793,6 +853,7 @@ static void finish(Build *b, Action *a, int status)
 	char *lab = label(a);
 	double dt = now_sec() - a->start;
 	a->pid = 0;
+	b->slot_busy[a->slot] = 0;
 	if (a->fd >= 0) {
 		close(a->fd);
 		a->fd = -1;
@@ -1121,6 +1182,10 @@ static void teardown(Build *b)
 		free(a);
 	}
 	free(b->acts);
+	for (size_t i = 0; i < b->nslots; i++)
+		free(b->slots[i]);
+	free(b->slots);
+	free(b->slot_busy);
 }
 
 int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)

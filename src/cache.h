@@ -3,8 +3,18 @@
  * Layout under the cache directory (format version 1):
  *   objects/XX/HASH     file contents, read-only, named by XXH3-128
  *   actions/XX/KEY      action records (text, see cache.c), by action key
- *   locks/KEY           flock()ed while an action is being built
+ *   lock                an action being built holds a write lock (open
+ *                       file description lock) on one byte of it, at an
+ *                       offset taken from its key (see cache_lock)
  *   tmp/                temporary files; everything enters by rename()
+ *   tmp/act-N/          work directories (cache_workdir): each held by one
+ *                       process at a time, through a lock on the lock
+ *                       file, and kept for the next build when it ends
+ * Caches made before the single lock file have a locks/ directory of one
+ * file per key: nothing reads it (quantmake gc leaves it, rm -r is safe);
+ * an older quantmake building in the same cache at the same time takes
+ * those locks instead, so an action both run is built twice, and stored
+ * once, the same bytes under the same names.
  * The cache stores bytes, not models: it knows nothing of ONNX. */
 #ifndef QM_CACHE_H
 #define QM_CACHE_H
@@ -54,9 +64,11 @@ int cache_put_move(Cache *c, const char *path, Hash *h, int64_t *size);
  * says which). With mode 0444 (a stage's inputs, never written) dst is a
  * hard link to the object instead when the file system allows, verified
  * by reading it; cache_put_move of a file that is still that link then
- * knows its hash without reading it again. Anything a user may edit
- * (build/) must be fetched writable, as a copy, so the store is never
- * changed through it. */
+ * knows its hash without reading it again. Such a dst must be in a
+ * directory private to the process: it is linked under its own name
+ * (replacing any file there) and removed if the check fails. Anything a
+ * user may edit (build/) must be fetched writable, as a copy, so the store
+ * is never changed through it. */
 int cache_fetch(Cache *c, Hash h, const char *dst, unsigned mode);
 /* path of object h (malloc'd) */
 char *cache_object_path(const Cache *c, Hash h);
@@ -68,6 +80,12 @@ void cache_touch_action(Cache *c, Hash key);
 /* blocking exclusive lock for building KEY; returns fd or -1 */
 int cache_lock(Cache *c, Hash key);
 void cache_unlock(int fd);
+/* a work directory tmp/act-N (malloc'd path), held by this process until
+ * cache_close (and by its children while they run, should it die first):
+ * the lowest N no other process holds, made if missing. It may hold what
+ * an earlier holder left, a killed one included: the caller empties what
+ * it uses. NULL with error() on failure. */
+char *cache_workdir(Cache *c);
 void action_rec_free(ActionRec *r);
 /* deep copy of src into dst (dst is overwritten, not freed) */
 void action_rec_copy(ActionRec *dst, const ActionRec *src);

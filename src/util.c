@@ -314,6 +314,9 @@ char *path_dir(const char *path)
 
 int mkdirs(const char *path)
 {
+	/* usually only the last component is new, or none is */
+	if (mkdir(path, 0777) == 0 || errno == EEXIST)
+		return 0;
 	char *p = xstrdup(path);
 	for (char *s = p + 1; *s; s++) {
 		if (*s != '/')

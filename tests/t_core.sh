@@ -183,7 +183,8 @@ for k in 1 2 3 4; do
 done
 total=$(cat "$TMPD"/c4log* | grep -c '^\[.*export slow')
 [ $ok -eq 1 ] && pass "four processes on one cache all succeed" || fail "four processes on one cache all succeed" "$(cat "$TMPD"/c4log*)"
-[ "$total" -ge 1 ] && [ "$(ls "$TMPD/c4cache/tmp" | wc -l)" -eq 0 ] && pass "concurrent builds leave no temporaries" || fail "concurrent builds leave no temporaries" "$(ls "$TMPD/c4cache/tmp")"
+# idle work directories stay for the next build (cache/tmp/act-N): empty
+[ "$total" -ge 1 ] && [ -z "$(find "$TMPD/c4cache/tmp" ! -type d)" ] && pass "concurrent builds leave no temporaries" || fail "concurrent builds leave no temporaries" "$(find "$TMPD/c4cache/tmp")"
 
 # ---- SIGKILL mid-stage, then rerun ----
 K=$TMPD/kill
@@ -197,7 +198,35 @@ kill -KILL $qpid 2>/dev/null
 wait $qpid 2>/dev/null
 [ ! -e "$K/build/slow/slow.onnx" ] && [ -z "$(ls "$K/cache/actions" 2>/dev/null)" ] && pass "killed build leaves no output or record" || fail "killed build leaves no output or record"
 printf '[model slow]\nexport = cp models/relu.onnx "$out"\n' > "$K/rules/main.rules"
-"$Q" -C "$K" > /dev/null 2>&1 && cmp -s "$K/build/slow/slow.onnx" "$M1" && pass "rerun after SIGKILL ends correct" || fail "rerun after SIGKILL ends correct"
+# the killed build's work directory (slow.onnx.part in it) is taken and emptied
+"$Q" -C "$K" > /dev/null 2>&1 && cmp -s "$K/build/slow/slow.onnx" "$M1" && [ -z "$(find "$K/cache/tmp" ! -type d)" ] &&
+	pass "rerun after SIGKILL ends correct" || fail "rerun after SIGKILL ends correct" "$(find "$K/cache/tmp")"
+
+# ---- an action killed in its work directory: the next one there starts clean ----
+# Actions reuse work directories (cache/tmp/act-N): with -j1 both run in the
+# same one, and what the killed stage left must not become the next one's
+# output or input. A cache from before the single lock file (locks/) works.
+W=$TMPD/work
+newproj "$W"
+cat > "$W/rules/main.rules" <<'R'
+[settings]
+jobs = 1
+
+[model dies]
+export = cp models/relu.onnx "$out"; echo junk > "$outdir/junk.txt"; echo x > "$outdir/../in/stale.onnx"; kill -KILL $PPID; exit 1
+
+[model next]
+export = ls "$outdir" "$outdir/../in" > "$out.ls"; cp models/abs.onnx "$out"
+R
+mkdir -p "$W/cache/locks" && touch "$W/cache/locks/00000000000000000000000000000000"
+"$Q" -C "$W" -k > "$TMPD/wlog" 2>&1
+st=$?
+[ $st -eq 1 ] && grep -q 'dies:export: killed by signal 9' "$TMPD/wlog" && cmp -s "$W/build/next/next.onnx" "$M2" &&
+	[ "$(ls "$W/build/next")" = "$(printf 'next.onnx\nnext.onnx.ls')" ] &&
+	[ "$(grep -c . "$W/build/next/next.onnx.ls")" -eq 3 ] && ! grep -q 'junk\|stale' "$W/build/next/next.onnx.ls" &&
+	[ -z "$(find "$W/cache/tmp" ! -type d)" ] &&
+	pass "a killed action's leftovers do not reach the next action in its work directory" ||
+	fail "a killed action's leftovers do not reach the next action in its work directory" "status $st: $(cat "$TMPD/wlog" "$W/build/next/next.onnx.ls" 2>&1; find "$W/cache/tmp")"
 
 # ---- Ctrl-C stops children and leaves nothing partial ----
 I=$TMPD/int
@@ -298,7 +327,7 @@ onnx.save(helper.make_model(g), '$D/proj/big.onnx')"
 	QUANTMAKE_CACHE=$D/fs/cache "$Q" -C "$D/proj" > "$TMPD/dlog" 2>&1
 	st=$?
 	[ $st -eq 1 ] && grep -q 'No space left on device' "$TMPD/dlog" && [ -z "$(find "$D/fs/cache/objects" "$D/fs/cache/actions" -type f 2>/dev/null)" ] &&
-		[ -z "$(ls -A "$D/fs/cache/tmp")" ] && pass "full cache disk: exit 1, nothing stored, no temporaries" ||
+		[ -z "$(find "$D/fs/cache/tmp" ! -type d)" ] && pass "full cache disk: exit 1, nothing stored, no temporaries" ||
 		fail "full cache disk: exit 1, nothing stored, no temporaries" "status $st: $(cat "$TMPD/dlog")"
 	printf '[settings]\nbuild-dir = %s/fs/build\n[model big]\nsource = big.onnx\n' "$D" > "$D/proj/rules/a.rules"
 	"$Q" -C "$D/proj" > "$TMPD/dlog2" 2>&1

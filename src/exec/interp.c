@@ -53,6 +53,7 @@
 #include <stdint.h>
 #include <malloc.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -1566,11 +1567,18 @@ static void drop_owned(Interp *ip, Tensor *t)
 }
 
 /* free chunks inside the heap stay resident (and the trim threshold is
- * high, see block_new): after constants went, return their pages */
+ * high, see block_new): after constants went, return their pages. One
+ * trim at a time: interpreters run side by side (calibration workers,
+ * verify's reference thread), and two concurrent malloc_trim calls crashed
+ * under AddressSanitizer's allocator. */
 static void trim_heap(Interp *ip)
 {
-	if (ip->trim)
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	if (ip->trim) {
+		pthread_mutex_lock(&lock);
 		(void)malloc_trim(0);
+		pthread_mutex_unlock(&lock);
+	}
 	ip->trim = 0;
 }
 

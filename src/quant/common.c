@@ -593,6 +593,15 @@ void qc_report_node_in(QuantReport *rep, const char *scope, const Onnx__NodeProt
  * few levels, and each channel is a feature of its own downstream
  * (silero-vad's re-parameterized convolutions: 2.5-28 dB per channel with
  * one scale, its speech decisions then wrong in 69% of chunks). */
+/* nearbyint in the default rounding mode for |y| < 2^52: adding and taking
+ * back 1.5 * 2^52 rounds to nearest, ties to even, as nearbyint does,
+ * without its libm call per value (x86-64 has no inline rounding
+ * instruction before SSE4.1) */
+static inline double round_even_d(double y)
+{
+	return (y + 0x1.8p52) - 0x1.8p52;
+}
+
 static double sym8_sqnr(const FloatView *fv, int64_t outer, int64_t ch, int64_t inner, int per_channel)
 {
 	/* mapped pages go back to the file every DROP values read (as
@@ -605,8 +614,14 @@ static double sym8_sqnr(const FloatView *fv, int64_t outer, int64_t ch, int64_t 
 	for (int64_t o = 0; o < outer; o++)
 		for (int64_t c = 0; c < ch; c++) {
 			const float *p = x + (o * ch + c) * inner;
-			for (int64_t i = 0; i < inner; i++)
-				mx[c] = fmaxf(mx[c], fabsf(p[i]));
+			float m = mx[c];
+			for (int64_t i = 0; i < inner; i++) {
+				/* fmaxf, but inline and vectorized: a NaN is passed
+				 * over either way (m starts at 0, never NaN) */
+				float a = fabsf(p[i]);
+				m = a > m ? a : m;
+			}
+			mx[c] = m;
 			if ((o * ch + c + 1) * inner - dropped >= DROP) {
 				qc_float_drop(fv, dropped, (o * ch + c + 1) * inner);
 				dropped = (o * ch + c + 1) * inner;
@@ -620,11 +635,17 @@ static double sym8_sqnr(const FloatView *fv, int64_t outer, int64_t ch, int64_t 
 			float m = per_channel ? mx[c] : all;
 			double s = m > 0 ? (double)m / 127 : 1;
 			const float *p = x + (o * ch + c) * inner;
+			/* the sums in registers (through sig and err, which may
+			 * alias, each step was a store and a load) */
+			double sc = sig[c], ec = err[c];
 			for (int64_t i = 0; i < inner; i++) {
-				double v = p[i], d = v - nearbyint(v / s) * s;
-				sig[c] += v * v;
-				err[c] += d * d;
+				/* |v / s| <= 127: s is 1/127 of a maximum of |v| */
+				double v = p[i], d = v - round_even_d(v / s) * s;
+				sc += v * v;
+				ec += d * d;
 			}
+			sig[c] = sc;
+			err[c] = ec;
 			if ((o * ch + c + 1) * inner - dropped >= DROP) {
 				qc_float_drop(fv, dropped, (o * ch + c + 1) * inner);
 				dropped = (o * ch + c + 1) * inner;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "quant/calib.h"
 #include "quant/quantize.h"
@@ -69,10 +70,14 @@ static int run(StageCtx *c)
 	int r = model_load(c->input, &m);
 	CalibStats *s = NULL;
 	if (r == 0) {
-		/* the model itself passes unchanged (same bytes, one cache object);
-		 * calibration runs on it with its functions expanded as the quantizer
-		 * will expand them, so the statistics carry the names it looks for */
-		r = model_save(m, c->output, NULL);
+		/* the model itself passes unchanged (same bytes, one cache object):
+		 * a link to the input (a verified object the store recognizes
+		 * without reading it again), saved again only when it has external
+		 * data to carry along or the link fails. Calibration runs on it
+		 * with its functions expanded as the quantizer will expand them, so
+		 * the statistics carry the names it looks for */
+		if (model_external_bytes(m) || link(c->input, c->output) < 0)
+			r = model_save(m, c->output, NULL);
 		if (r == 0 && quant_expand_functions(m) < 0)
 			r = -1;
 		if (r == 0)

@@ -33,6 +33,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec/dataio.h"
 #include "exec/interp.h"
@@ -802,10 +803,11 @@ static int run_pass(Pass *p, SampleIter *it)
  * which thread ran what. An error reports the lowest-numbered sample that
  * failed, which is the one the one-thread loop stops at. */
 
-/* bytes an extra interpreter may add: its own copy of the weights and its
- * activations (a model above this calibrates on one interpreter, its
- * kernels on all threads, so its memory does not double) */
-#define WORKER_BYTES ((size_t)128 << 20)
+/* bytes the extra interpreters may add together: each has its own copy of
+ * the weights and its own activations (a model above this calibrates on
+ * one interpreter, its kernels on all threads, so its memory does not
+ * double) */
+#define WORKER_BYTES ((size_t)256 << 20)
 
 typedef struct Unit {
 	Held held[MAX_BATCH];
@@ -994,17 +996,23 @@ static void merge_stats(const CalibStats *s, TensorStats *dst, TensorStats *src)
 		dst->hist[b] += src->hist[b];
 }
 
-/* the samples after the first *idx, on p->workers threads; 1 when that
- * would not pay (too few samples left) or cost too much memory (a large
- * model: WORKER_BYTES) */
+/* the samples after the first *idx, on up to p->workers threads (no more
+ * than there are CPUs, nor units left, nor interpreters WORKER_BYTES
+ * holds); 1 when that leaves one */
 static int run_parallel(Pass *p, SampleIter *it, uint64_t *idx)
 {
 	size_t left = samples_count(it) - *idx, unit = p->mode == BATCHED ? p->bmax : 1;
 	size_t nw = (size_t)p->workers, weights, live;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpu > 0 && nw > (size_t)ncpu)
+		nw = (size_t)ncpu;
 	if (left / unit < nw)
 		nw = left / unit;
 	interp_stats(p->ip, &weights, &live);
-	if (nw < 2 || weights + live > WORKER_BYTES)
+	size_t fit = 1 + WORKER_BYTES / (weights + live + 1);
+	if (nw > fit)
+		nw = fit;
+	if (nw < 2)
 		return 1;
 	Shared sh = {.p = p, .it = it, .lock = PTHREAD_MUTEX_INITIALIZER, .next = *idx, .err_at = UINT64_MAX};
 	Worker *w = xcalloc(nw, sizeof *w);

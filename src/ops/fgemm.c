@@ -8,7 +8,9 @@
  * panels of NR columns (per call, or once for a constant operand), and the
  * kernel keeps an MR x NR tile of c in 24 of the 32 vector registers while
  * it streams a strip of MR rows of a (read in place, or packed once for
- * constant weights) and one panel of b from cache. Edge tiles are computed
+ * constant weights) and one panel of b from cache; the tile's rows of c
+ * are prefetched meanwhile, as a c larger than the cache (1024 x 1024)
+ * otherwise stalls each tile's store. Edge tiles are computed
  * in full on zero-padded strips and panels and only their valid part is
  * stored. Every element of c is summed in the same order whatever the
  * split between threads, so results do not depend on the thread count.
@@ -464,6 +466,15 @@ static void run_cols(void *arg, int64_t plo, int64_t phi)
 				const float *bj = bp + (jr - j0) * kc;
 				for (int64_t ir = 0; ir < g->m; ir += sr) {
 					int64_t mr = g->m - ir < sr ? g->m - ir : sr;
+					/* the tile of c into L2 while the kernel runs
+					 * (into L1 measured no faster: the strip of a and
+					 * the panel evict it), for a c too large to stay
+					 * cached from one block of k to the next */
+					float *ct = g->c + ir * g->ldc + jr;
+					for (int64_t r = 0; r < mr; r++) {
+						__builtin_prefetch(ct + r * g->ldc, 1, 2);
+						__builtin_prefetch(ct + r * g->ldc + nr - 1, 1, 2);
+					}
 					if (g->pa && sr == MR8)
 						kernel_packed8(kc, g->pa->p + g->pa->mpad * k0 + ir * kc, bj, t);
 					else if (g->pa)

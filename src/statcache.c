@@ -8,6 +8,7 @@
 #include "statcache.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@ typedef struct Entry {
 	uint64_t id[2];      /* dev, ino: the entry's key in the table */
 	int64_t size, mtime, ctime;
 	Hash h;
+	int fresh;           /* recorded since open */
 } Entry;
 
 struct StatCache {
@@ -62,7 +64,32 @@ static void put_stat(StatCache *sc, const struct stat *st, Hash h)
 	e->mtime = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 	e->ctime = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
 	e->h = h;
+	e->fresh = 1;
 	sc->dirty = 1;
+}
+
+/* one record of the file format: the entry it holds, made or replaced */
+static Entry *get_rec(StatCache *sc, const char *r)
+{
+	uint64_t dev, ino;
+	memcpy(&dev, r, 8);
+	memcpy(&ino, r + 8, 8);
+	Entry *e = find(sc, dev, ino, 1);
+	memcpy(&e->size, r + 16, 8);
+	memcpy(&e->mtime, r + 24, 8);
+	memcpy(&e->ctime, r + 32, 8);
+	memcpy(e->h.b, r + 40, 16);
+	return e;
+}
+
+static void put_rec(StrBuf *sb, const Entry *e)
+{
+	sb_add(sb, &e->id[0], 8);
+	sb_add(sb, &e->id[1], 8);
+	sb_add(sb, &e->size, 8);
+	sb_add(sb, &e->mtime, 8);
+	sb_add(sb, &e->ctime, 8);
+	sb_add(sb, e->h.b, 16);
 }
 
 StatCache *statcache_open(const char *path)
@@ -79,16 +106,8 @@ StatCache *statcache_open(const char *path)
 		free(data);
 		return sc;
 	}
-	for (size_t off = 8; off < len; off += RECSZ) {
-		uint64_t dev, ino;
-		memcpy(&dev, data + off, 8);
-		memcpy(&ino, data + off + 8, 8);
-		Entry *e = find(sc, dev, ino, 1);
-		memcpy(&e->size, data + off + 16, 8);
-		memcpy(&e->mtime, data + off + 24, 8);
-		memcpy(&e->ctime, data + off + 32, 8);
-		memcpy(e->h.b, data + off + 40, 16);
-	}
+	for (size_t off = 8; off < len; off += RECSZ)
+		get_rec(sc, data + off);
 	free(data);
 	return sc;
 }
@@ -109,15 +128,23 @@ int statcache_hash(StatCache *sc, const char *path, Hash *out)
 	}
 	sc->reads++;
 	pthread_mutex_unlock(&sc->mu);
-	if (hash_file(path, out) < 0)
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error("cannot open '%s':", path);
+	/* read-ahead advice pays for a model, not for a sample of a few KiB */
+	if (st.st_size >= (1 << 20))
+		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	struct stat st2;
+	int r = hash_fd(fd, path, out), same = r == 0 && fstat(fd, &st2) == 0;
+	close(fd);
+	if (r < 0)
 		return -1;
 	/* A file modified within the last few milliseconds may change again
 	 * without a visible timestamp change: do not trust such entries. */
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	int64_t nowns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-	struct stat st2;
-	if (stat(path, &st2) == 0 && st2.st_mtim.tv_sec == st.st_mtim.tv_sec &&
+	if (same && st2.st_mtim.tv_sec == st.st_mtim.tv_sec &&
 	    st2.st_mtim.tv_nsec == st.st_mtim.tv_nsec && st2.st_size == st.st_size &&
 	    nowns - mt > 10000000) {
 		pthread_mutex_lock(&sc->mu);
@@ -142,21 +169,43 @@ long statcache_reads(const StatCache *sc)
 	return sc->reads;
 }
 
+/* the count of files read (8 bytes), then the fresh entries' records */
+char *statcache_fresh(const StatCache *sc, size_t *len)
+{
+	StrBuf sb = {0};
+	int64_t reads = sc->reads;
+	sb_add(&sb, &reads, 8);
+	for (StrMapEnt *se = NULL; (se = strmap_next(&sc->tab, se));)
+		if (((const Entry *)se->v.p)->fresh)
+			put_rec(&sb, se->v.p);
+	*len = sb.len;
+	return sb_detach(&sb);
+}
+
+int statcache_merge(StatCache *sc, const char *data, size_t len)
+{
+	if (len < 8 || (len - 8) % RECSZ)
+		return -1;
+	int64_t reads;
+	memcpy(&reads, data, 8);
+	pthread_mutex_lock(&sc->mu);
+	sc->reads += (long)reads;
+	for (size_t off = 8; off < len; off += RECSZ)
+		get_rec(sc, data + off)->fresh = 1;
+	if (len > 8)
+		sc->dirty = 1;
+	pthread_mutex_unlock(&sc->mu);
+	return 0;
+}
+
 int statcache_save(StatCache *sc)
 {
 	if (!sc->path || !sc->dirty)
 		return 0;
 	StrBuf sb = {0};
 	sb_add(&sb, MAGIC, 8);
-	for (StrMapEnt *se = NULL; (se = strmap_next(&sc->tab, se));) {
-		const Entry *e = se->v.p;
-		sb_add(&sb, &e->id[0], 8);
-		sb_add(&sb, &e->id[1], 8);
-		sb_add(&sb, &e->size, 8);
-		sb_add(&sb, &e->mtime, 8);
-		sb_add(&sb, &e->ctime, 8);
-		sb_add(&sb, e->h.b, 16);
-	}
+	for (StrMapEnt *se = NULL; (se = strmap_next(&sc->tab, se));)
+		put_rec(&sb, se->v.p);
 	char *dir = path_dir(sc->path);
 	int r = mkdirs(dir);
 	free(dir);

@@ -21,6 +21,12 @@ int statcache_hash(StatCache *sc, const char *path, Hash *out);
 void statcache_put(StatCache *sc, const char *path, Hash h);
 /* number of files actually read since open (for tests and --explain) */
 long statcache_reads(const StatCache *sc);
+/* The entries recorded since open, and the count of files read, as bytes
+ * statcache_merge takes: what a child process that hashed files for its
+ * parent hands over (the build's hashing ahead, src/build.c) */
+char *statcache_fresh(const StatCache *sc, size_t *len);
+/* take in statcache_fresh's bytes; -1 (nothing taken) when malformed */
+int statcache_merge(StatCache *sc, const char *data, size_t len);
 /* persist if changed; 0 or -1 */
 int statcache_save(StatCache *sc);
 void statcache_close(StatCache *sc);

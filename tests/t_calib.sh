@@ -368,3 +368,35 @@ for m in cnn tr lstm; do
 	fi
 	ok=1
 done
+
+# a calibration directory is listed from its entries' types: regular files
+# and links to them are samples; hidden files, a link to a directory and a
+# subdirectory that is not test_data_set* are not. The build hashes the
+# samples ahead on a thread of its own, beside the stages before calibrate:
+# editing a sample behind a link must still calibrate again
+W=$TMPD/walk
+mkdir -p "$W/rules" "$W/data/extra" "$W/elsewhere"
+cp "$TMPD/ew/model.onnx" "$W/"
+for i in 0 1 2 3 4; do cp "$TMPD/calib/s00$i.npy" "$W/data/"; done
+cp "$TMPD/calib/s005.npy" "$TMPD/calib/s006.npy" "$W/elsewhere/"
+ln -s ../elsewhere/s005.npy "$W/data/l5.npy"
+ln -s "$W/elsewhere/s006.npy" "$W/data/l6.npy"
+ln -s ../elsewhere "$W/data/linkdir"
+cp "$TMPD/calib/s007.npy" "$W/data/.hidden.npy"
+cp "$TMPD/calib/s008.npy" "$W/data/extra/"
+printf '[model m]\nsource = model.onnx\nquantize = static\nquantize.calibration = data\n' > "$W/rules/m.rules"
+nsamples() { "$PY" -c 'import struct, sys; print(struct.unpack_from("<IIQ", open(sys.argv[1], "rb").read(), 8)[2])' "$1"; }
+if QUANTMAKE_CACHE=$W/cache "$Q" -C "$W" -j2 m:calibrate > "$W/log1" 2>&1 &&
+	[ "$(nsamples "$W/build/m/calibrate/calibration.stats")" = 7 ]; then
+	pass "a calibration directory's samples: its files and links to files, nothing else"
+else
+	fail "a calibration directory's samples: its files and links to files, nothing else" "$(tail -2 "$W/log1")"
+fi
+cp "$W/build/m/calibrate/calibration.stats" "$W/before.stats"
+cp "$TMPD/calib/s009.npy" "$W/elsewhere/s006.npy"
+if QUANTMAKE_CACHE=$W/cache "$Q" -C "$W" -j2 m:calibrate > "$W/log2" 2>&1 && grep -q "calibrate m" "$W/log2" &&
+	! cmp -s "$W/before.stats" "$W/build/m/calibrate/calibration.stats"; then
+	pass "a sample edited behind a link calibrates again"
+else
+	fail "a sample edited behind a link calibrates again" "$(tail -2 "$W/log2")"
+fi

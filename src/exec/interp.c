@@ -1117,6 +1117,27 @@ static const Tensor *same_folded(Interp *ip, const Tensor *t)
 	return NULL;
 }
 
+/* A Constant node's value as t, borrowing the attribute's bytes where they
+ * can be read in place (raw_data, aligned, as load_consts borrows an
+ * initializer's): silero-vad's 2 MiB of Constant weights were copied into
+ * fresh pages, twice per calibration (an interpreter per worker), and the
+ * page faults were most of planning it. 1 when borrowed, else 0. */
+static int borrow_constant(const Onnx__NodeProto *n, Tensor *t)
+{
+	if (strcmp(n->op_type, "Constant") || (n->domain && n->domain[0]) || n->n_attribute != 1 ||
+	    strcmp(n->attribute[0]->name, "value") || !n->attribute[0]->t)
+		return 0;
+	const Onnx__TensorProto *tp = n->attribute[0]->t;
+	int dt = tp->has_data_type ? tp->data_type : 0;
+	int64_t num = tensor_proto_numel(tp);
+	if ((tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) ||
+	    !tp->has_raw_data || num <= 0 || dt <= 0 || dt == DT_STRING || !dtype_bits(dt) ||
+	    tp->n_dims > QM_MAX_RANK || tp->raw_data.len != dtype_nbytes(dt, num) ||
+	    (uintptr_t)tp->raw_data.data % 16)
+		return 0;
+	return tensor_borrow(t, dt, (int)tp->n_dims, tp->dims, tp->raw_data.data) == 0;
+}
+
 /* Constant folding: a node whose inputs are all initializers or folded
  * values (of this plan or an enclosing one: an If body reordering the
  * main graph's LSTM weights, say) runs once here and its outputs become
@@ -1148,7 +1169,7 @@ static void fold_constants(Interp *ip, Plan *p)
 			.node = n, .opset = st->opset, .nin = nin, .nout = nout,
 			.in = ins, .out = outs, .interp = NULL, .threads = ip->o.threads,
 		};
-		ok = st->def->run(&c) == 0;
+		ok = borrow_constant(n, &res[0]) || st->def->run(&c) == 0;
 		for (size_t k = 0; ok && k < nout; k++)
 			ok = st->out[k] < 0 || (res[k].data && res[k].dtype && res[k].nbytes <= (16u << 20) &&
 						res[k].numel == shape_numel(res[k].rank, res[k].dims));
@@ -1161,7 +1182,8 @@ static void fold_constants(Interp *ip, Plan *p)
 			memset(&res[k], 0, sizeof res[k]);
 			p->vals[s].kind = V_INIT; /* bound like an initializer from now on */
 			if (same) { /* borrowed: release_const leaves it alone */
-				free(p->consts[s].data);
+				if (p->consts[s].owned)
+					free(p->consts[s].data);
 				p->consts[s].data = same->data;
 				p->consts[s].owned = 0;
 			} else {

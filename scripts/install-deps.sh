@@ -11,7 +11,7 @@
 set -e
 PKGS="build-essential pkg-config make
 libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
-libxxhash-dev xxhash libarchive-dev libgit2-dev libinih-dev nettle-dev
+libxxhash-dev xxhash libarchive-dev libminizip-dev libgit2-dev libinih-dev nettle-dev
 libopenblas-dev libjansson-dev
 python3 python3-venv git ninja-build zstd"
 BENCH_PKGS="python3-torch dataset-fashion-mnist espeak-ng"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Data I/O of the interpreter (src/exec/dataio.c): .npy (v1/v2/v3), .npz
-# (stored and deflated), TensorProto .pb, test_data_set directories, globs;
+# (stored, deflated, zip64; damaged ones), TensorProto .pb, test_data_set directories, globs;
 # writers checked by numpy/onnx reading back; bad files give one clear error.
 # Uses `quantmake run --dump SPEC... [-o OUT]`, which prints every sample.
 ROOT="${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
@@ -156,4 +156,172 @@ dump named.npz -o w3.npz
 if cmp -s w.npz w3.npz; then echo "PASS: npz-write-reproducible"; else echo "FAIL: npz-write-reproducible: two writes differ"; fi
 dump pos.npz -o two.npy
 fails npy-write-two "two.npy:"
+# ---- .npz reading: minizip for what numpy writes, libarchive for the rest ----
+# (src/exec/dataio.c: npz_read). Stored and deflated members, zip64 local
+# headers (numpy writes them always) through minizip; a zip64 central
+# directory (numpy's for arrays of 4 GiB or more, made here with
+# zipfile's limits lowered), bzip2 and an empty zip through libarchive.
+"$PY" - <<'EOF' || { echo "FAIL: npz-setup: python could not write the .npz fixtures"; exit 0; }
+import io, struct, zipfile
+import numpy as np
+a = np.arange(12, dtype=np.float32).reshape(3, 4) / 4
+npy = io.BytesIO(); np.save(npy, a); npy = npy.getvalue()
+# a deflated member bigger than minizip's 16 KiB buffer, and a small one
+big = (np.arange(300000, dtype=np.int32) % 977) - 400
+np.savez_compressed("bigdefl.npz", big=big, a=a)
+def patch_cd(raw, off, fmt, v):  # a field of the (first) central directory entry
+    c = raw.find(b"PK\x01\x02"); raw[c + off:c + off + struct.calcsize(fmt)] = struct.pack(fmt, v)
+with zipfile.ZipFile("f64.npz", "w") as z:
+    with z.open("x.npy", "w", force_zip64=True) as f:
+        f.write(npy)
+limit, count = zipfile.ZIP64_LIMIT, zipfile.ZIP_FILECOUNT_LIMIT
+zipfile.ZIP64_LIMIT, zipfile.ZIP_FILECOUNT_LIMIT = 16, 1
+with zipfile.ZipFile("z64.npz", "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("x.npy", npy)
+    z.writestr("y.npy", npy)
+zipfile.ZIP64_LIMIT, zipfile.ZIP_FILECOUNT_LIMIT = limit, count
+raw = open("named.npz", "rb").read()
+open("trunc.npz", "wb").write(raw[:len(raw) // 2])
+raw = bytearray(open("pos.npz", "rb").read())  # np.savez: stored members
+nl, xl = struct.unpack("<HH", raw[26:30])
+raw[30 + nl + xl + 128 + 5] ^= 0x40  # a byte of arr_0's data
+open("crc.npz", "wb").write(raw)
+with zipfile.ZipFile("longname.npz", "w") as z:  # a name and an extra field of over 256 bytes
+    i = zipfile.ZipInfo("n" * 300 + ".npy"); i.extra = struct.pack("<HH", 0xcafe, 400) + bytes(400)
+    z.writestr(i, npy)
+with zipfile.ZipFile("dir.npz", "w") as z:
+    z.writestr(zipfile.ZipInfo("sub/"), b"")
+    z.writestr("x.npy", npy)
+with zipfile.ZipFile("link.npz", "w") as z:
+    z.writestr("x.npy", npy)
+    i = zipfile.ZipInfo("y.npy"); i.create_system = 3; i.external_attr = 0o120777 << 16
+    z.writestr(i, b"x.npy")
+with zipfile.ZipFile("enc.npz", "w") as z:
+    z.writestr("x.npy", npy)
+raw = bytearray(open("enc.npz", "rb").read())
+raw[6] |= 1; patch_cd(raw, 8, "<H", 1)  # the encryption flag, local and central
+open("enc.npz", "wb").write(raw)
+with zipfile.ZipFile("bz2.npz", "w", zipfile.ZIP_BZIP2) as z:
+    z.writestr("x.npy", npy)
+with zipfile.ZipFile("m77.npz", "w") as z:
+    z.writestr("x.npy", npy)
+raw = bytearray(open("m77.npz", "rb").read())
+raw[8:10] = struct.pack("<H", 77); patch_cd(raw, 10, "<H", 77)
+open("m77.npz", "wb").write(raw)
+with zipfile.ZipFile("bigsize.npz", "w") as z:
+    z.writestr("x.npy", npy)
+raw = bytearray(open("bigsize.npz", "rb").read())
+patch_cd(raw, 24, "<I", 0xfffffff0)  # uncompressed size, central directory only
+open("bigsize.npz", "wb").write(raw)
+zipfile.ZipFile("noarrays.npz", "w").close()
+# 65535 members fill the end record's count (minizip then reads on to the
+# end of the directory); 65536 need zip64's end record
+b = io.BytesIO(); np.save(b, np.float32(1.0)); one = b.getvalue()
+for n in (65535, 65536):
+    with zipfile.ZipFile("n%d.npz" % n, "w") as z:
+        for i in range(n):
+            z.writestr("a%05d.npy" % i, one)
+# calibration samples: the same arrays as .npy, stored, deflated, zip64
+import os
+r = np.random.default_rng(5)
+for d in ("c_npy", "c_st", "c_df", "c_64"):
+    os.makedirs("proj/" + d)
+zipfile.ZIP64_LIMIT = 16
+for i in range(40):
+    x = (r.standard_normal((1, 8)) * (1 + i % 5)).astype(np.float32)
+    np.save("proj/c_npy/s%02d.npy" % i, x)
+    np.savez("proj/c_st/s%02d.npz" % i, x=x)
+    np.savez_compressed("proj/c_df/s%02d.npz" % i, x=x)
+    with zipfile.ZipFile("proj/c_64/s%02d.npz" % i, "w") as z:
+        b = io.BytesIO(); np.save(b, x); z.writestr("x.npy", b.getvalue())
+zipfile.ZIP64_LIMIT = limit
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+w = numpy_helper.from_array(r.standard_normal((8, 4)).astype(np.float32), "w")
+g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+                       helper.make_node("Relu", ["m"], ["y"], name="relu")], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])], [w])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]); m.ir_version = 7
+onnx.save(m, "proj/model.onnx")
+os.makedirs("proj/rules")
+EOF
+
+dump bigdefl.npz -o back.npz
+"$PY" - <<'EOF' > py.txt 2>&1
+import numpy as np
+z, a = np.load("back.npz"), np.arange(12, dtype=np.float32).reshape(3, 4) / 4
+big = (np.arange(300000, dtype=np.int32) % 977) - 400
+print("ok" if sorted(z.files) == ["a", "big"] and np.array_equal(z["big"], big) and z["big"].dtype == np.int32
+      and np.array_equal(z["a"], a) else "bad %s" % z.files)
+EOF
+if grep -q "^ok" py.txt; then echo "PASS: npz-deflate-large"; else echo "FAIL: npz-deflate-large: $(head -c 300 py.txt err.txt)"; fi
+dump f64.npz;     expect npz-zip64-local-headers "sample 0: x float \[3,4\] sum=16.5" out.txt
+dump z64.npz
+if [ "$(grep -c 'float \[3,4\] sum=16.5' out.txt)" -eq 2 ] && grep -q "sample 0: y float" out.txt; then
+	echo "PASS: npz-zip64-central-directory"
+else
+	echo "FAIL: npz-zip64-central-directory: $(head -c 300 out.txt err.txt)"
+fi
+dump dir.npz
+if [ "$(grep -c '^sample' out.txt)" -eq 1 ] && grep -q "sample 0: x float \[3,4\] sum=16.5" out.txt; then
+	echo "PASS: npz-directory-entry-skipped"
+else
+	echo "FAIL: npz-directory-entry-skipped: $(head -c 300 out.txt err.txt)"
+fi
+dump longname.npz; expect npz-long-member-name "sample 0: n\{300\} float \[3,4\] sum=16.5" out.txt
+dump bz2.npz;     expect npz-bzip2 "sample 0: x float \[3,4\] sum=16.5" out.txt
+dump trunc.npz;   fails npz-truncated "trunc.npz: not a valid .npz (zip) file: "
+dump crc.npz;     fails npz-stored-crc "crc.npz: member 'arr_0.npy': CRC mismatch, its data is corrupt"
+dump link.npz;    fails npz-symlink "link.npz: member 'y.npy' is a symbolic link, not a regular file"
+dump enc.npz;     fails npz-encrypted "enc.npz: member 'x.npy' is encrypted"
+dump m77.npz;     fails npz-unknown-method "m77.npz: member 'x.npy': Unsupported ZIP compression method (77"
+dump bigsize.npz; fails npz-size-beyond-file "bigsize.npz: member 'x.npy': its header says 4294967280 bytes, more than a [0-9]*-byte file can hold"
+dump noarrays.npz; fails npz-empty "noarrays.npz: the archive holds no arrays"
+for n in 65535 65536; do
+	dump n$n.npz
+	if [ "$(grep -c '^sample 0: a[0-9]* float \[\] sum=1$' out.txt)" -eq $n ] && grep -q "a$((n - 1)) float" out.txt; then
+		echo "PASS: npz-$n-members"
+	else
+		echo "FAIL: npz-$n-members: $(grep -c '^sample' out.txt) arrays read: $(head -c 300 err.txt)"
+	fi
+done
+
+# what numpy writes is read without loading libarchive (a dlopen of
+# libxml2, ICU, libstdc++ ... that costs milliseconds); the zip64 central
+# directory still loads it
+la_loaded() { LD_DEBUG=files "$QM" run --dump "$1" 2>&1 >/dev/null | grep -q 'file=libarchive\.so.*generating link map'; }
+if ! la_loaded pos.npz && ! la_loaded named.npz && ! la_loaded bigdefl.npz && la_loaded z64.npz; then
+	echo "PASS: npz-read-without-libarchive"
+else
+	echo "FAIL: npz-read-without-libarchive: libarchive loaded for a stored/deflated .npz, or not for a zip64 one"
+fi
+
+# a build calibrates to the same bytes from .npy, stored, deflated and
+# zip64 .npz samples; a truncated sample fails the build naming the file
+build() { # DATA: calibrate proj on DATA, the log in proj/log.DATA
+	printf '[model m]\nsource = model.onnx\nquantize = static\nquantize.calibration = %s\n' "$1" > proj/rules/m.rules
+	rm -rf proj/cache proj/build
+	QUANTMAKE_CACHE=$T/proj/cache "$QM" -C "$T/proj" m:calibrate > "proj/log.$1" 2>&1
+}
+if build c_npy && cp proj/build/m/calibrate/calibration.stats stats.npy; then
+	for d in c_st c_df c_64; do
+		if build $d && cmp -s proj/build/m/calibrate/calibration.stats stats.npy; then
+			echo "PASS: npz-calibration-bytes-$d"
+		else
+			echo "FAIL: npz-calibration-bytes-$d: statistics differ from the .npy samples' ($(tail -2 proj/log.$d))"
+		fi
+	done
+	truncate -s -30 proj/c_df/s07.npz
+	build c_df
+	st=$?
+	if [ $st -eq 1 ] && grep -q "c_df/s07.npz: not a valid .npz (zip) file: " proj/log.c_df &&
+		[ ! -e proj/build/m/calibrate/calibration.stats ]; then
+		echo "PASS: npz-truncated-sample-fails-build"
+	else
+		echo "FAIL: npz-truncated-sample-fails-build: exit $st: $(tail -3 proj/log.c_df)"
+	fi
+else
+	echo "FAIL: npz-calibration-bytes: the .npy build failed: $(tail -3 proj/log.c_npy)"
+fi
 exit 0

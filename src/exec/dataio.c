@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unzip.h>
 
 #include "util.h"
 
@@ -276,24 +277,203 @@ static int is_positional(const char *name)
 	return 1;
 }
 
-/* The file is read whole and handed to libarchive in memory: opened by
- * name, its zip reader seeks and reads the file three times over (18
- * system calls for a 3 KiB sample, 14% of the calibration of 1,000
- * Fashion-MNIST images; 7 this way). */
-int npz_read(const char *path, TensorList *out)
+/* minizip reads the zip through these callbacks, from the file read whole
+ * (one read(2); a zip reader on the file itself seeks and reads it over and
+ * over: libarchive made 18 system calls of a 3 KiB sample). minizip 1.1 has
+ * no memory reader of its own. The write, close and error callbacks are
+ * required members of the table; nothing is written. */
+typedef struct {
+	const unsigned char *buf;
+	size_t len, pos; /* pos <= len */
+} MemZip;
+
+static voidpf mz_open(voidpf opaque, const void *name, int mode)
 {
-	struct archive *a = NULL;
-	struct archive_entry *ent;
-	char *file;
-	size_t flen;
-	int r = -1;
-	memset(out, 0, sizeof *out);
-	if (read_file(path, &file, &flen) < 0)
+	MemZip *m = opaque;
+	m->pos = 0;
+	return m;
+}
+
+static uLong mz_read(voidpf opaque, voidpf stream, void *buf, uLong size)
+{
+	MemZip *m = stream;
+	size_t n = m->len - m->pos;
+	if (n > size)
+		n = size;
+	if (n)
+		memcpy(buf, m->buf + m->pos, n);
+	m->pos += n;
+	return (uLong)n;
+}
+
+static uLong mz_write(voidpf opaque, voidpf stream, const void *buf, uLong size)
+{
+	return 0;
+}
+
+static ZPOS64_T mz_tell(voidpf opaque, voidpf stream)
+{
+	return ((MemZip *)stream)->pos;
+}
+
+/* 0, or -1 for a position outside the buffer (a damaged offset). minizip
+ * steps back with a negative offset cast to ZPOS64_T (as fseeko takes it),
+ * so the offset is read as signed. */
+static long mz_seek(voidpf opaque, voidpf stream, ZPOS64_T off, int origin)
+{
+	MemZip *m = stream;
+	size_t base;
+	switch (origin) {
+	case ZLIB_FILEFUNC_SEEK_SET: base = 0; break;
+	case ZLIB_FILEFUNC_SEEK_CUR: base = m->pos; break;
+	case ZLIB_FILEFUNC_SEEK_END: base = m->len; break;
+	default: return -1;
+	}
+	int64_t d = (int64_t)off;
+	if (d < 0 ? (uint64_t)-(d + 1) >= base : (uint64_t)d > m->len - base)
 		return -1;
-	a = archive_read_new();
+	m->pos = d < 0 ? base - (size_t)-(d + 1) - 1 : base + (size_t)d;
+	return 0;
+}
+
+static int mz_close(voidpf opaque, voidpf stream)
+{
+	return 0;
+}
+
+static int mz_error(voidpf opaque, voidpf stream)
+{
+	return 0;
+}
+
+/* what a negative code of unzOpenCurrentFile/unzReadCurrentFile means */
+static const char *unz_problem(int e)
+{
+	switch (e) {
+	case UNZ_ERRNO: return "its data runs past the end of the file (truncated)";
+	case UNZ_BADZIPFILE: return "its local header is missing or disagrees with the central directory";
+	case Z_DATA_ERROR: return "its deflate data is corrupt";
+	case Z_BUF_ERROR: return "its deflate data ends early (truncated)";
+	case Z_MEM_ERROR: return "out of memory inflating it";
+	default: return "cannot read it";
+	}
+}
+
+/* The current member's bytes into *data, *len (stored or deflated): only a
+ * regular file, unencrypted, its CRC checked. 0 for a member read, 2 for a
+ * directory entry (skipped), -1 after error(). */
+static int npz_member_read(unzFile z, const char *path, const unz_file_info64 *fi, const char *name,
+			   size_t flen, char **data, size_t *len)
+{
+	unsigned host = (unsigned)(fi->version >> 8) & 0xff, mode = (unsigned)(fi->external_fa >> 16);
+	size_t nl = strlen(name);
+	int unix_type = host == 3 && (mode & S_IFMT); /* made on Unix: st_mode in the high half */
+	if ((nl && name[nl - 1] == '/') || (unix_type ? S_ISDIR(mode) : (fi->external_fa & 0x10) != 0))
+		return 2;
+	if (unix_type && !S_ISREG(mode))
+		return error("%s: member '%s' is %s, not a regular file (expected .npy data)", path, name,
+			     S_ISLNK(mode) ? "a symbolic link" : "a special file");
+	if (fi->flag & 1)
+		return error("%s: member '%s' is encrypted (expected plain .npy data)", path, name);
+	/* deflate expands at most 1032 times: a larger size is a damaged
+	 * header, refused before it is allocated */
+	uint64_t most = fi->compression_method == 0 ? flen : (uint64_t)flen * 1032;
+	if (fi->uncompressed_size > most || fi->uncompressed_size > SIZE_MAX - 1)
+		return error("%s: member '%s': its header says %llu bytes, more than a %zu-byte file can hold (damaged zip)",
+			     path, name, (unsigned long long)fi->uncompressed_size, flen);
+	int e = unzOpenCurrentFile(z);
+	if (e != UNZ_OK)
+		return error("%s: member '%s': %s", path, name, unz_problem(e));
+	size_t size = (size_t)fi->uncompressed_size, got = 0;
+	char *b = xmalloc(size + 1);
+	while (got < size) {
+		size_t want = size - got < (1u << 30) ? size - got : (1u << 30);
+		int n = unzReadCurrentFile(z, b + got, (unsigned)want);
+		if (n < 0) {
+			error("%s: member '%s': %s", path, name, unz_problem(n));
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got < size) {
+		error("%s: member '%s': holds %zu of the %zu bytes its header says (truncated)", path, name, got, size);
+		goto fail;
+	}
+	/* the CRC is checked here, once every byte has been read */
+	if (unzCloseCurrentFile(z) == UNZ_CRCERROR) {
+		free(b);
+		return error("%s: member '%s': CRC mismatch, its data is corrupt", path, name);
+	}
+	*data = b;
+	*len = size;
+	return 0;
+fail:
+	unzCloseCurrentFile(z);
+	free(b);
+	return -1;
+}
+
+/* One member's bytes, parsed as .npy and appended to out under its name
+ * (without ".npy"; arr_N is positional, so unnamed). */
+static int npz_add(const char *path, const char *name, const char *data, size_t len, TensorList *out)
+{
+	char *what = xasprintf("%s: member '%s'", path, name);
+	Tensor t;
+	int pr = npy_parse(data, len, what, &t);
+	free(what);
+	if (pr < 0)
+		return -1;
+	size_t nl = strlen(name);
+	if (nl > 4 && !strcmp(name + nl - 4, ".npy"))
+		nl -= 4;
+	t.name = xstrndup(name, nl);
+	if (is_positional(t.name)) {
+		free(t.name);
+		t.name = NULL;
+	}
+	tl_push(out, &t);
+	return 0;
+}
+
+/* minizip reads what numpy writes: members stored or deflated, their
+ * list from the central directory (so a file cut short is refused, not
+ * read in part). Debian's minizip (1.1 of 2010), though, compares a zip64
+ * extra field's placeholders with (unsigned long)-1, 2^64-1 on 64-bit
+ * Linux, so it never reads the 64-bit size of a member of 4 GiB or more,
+ * nor the offset of one past 4 GiB (numpy writes such fields for arrays
+ * that large); and it lacks bzip2, lzma, xz and zstd. An archive with a
+ * central directory entry carrying a zip64 extra field (id 1), or another
+ * compression method, goes to libarchive as before: loaded only then. */
+static int has_zip64_extra(const unsigned char *x, size_t n)
+{
+	for (size_t i = 0; i + 4 <= n; i += 4 + (size_t)(x[i + 2] | x[i + 3] << 8))
+		if ((x[i] | x[i + 1] << 8) == 1)
+			return 1;
+	return 0;
+}
+
+/* libarchive's message of a, without the newline some end with */
+static const char *la_err(struct archive *a, char *buf, size_t n)
+{
+	const char *m = archive_error_string(a);
+	snprintf(buf, n, "%s", m ? m : "unknown error");
+	for (size_t l = strlen(buf); l && buf[l - 1] == '\n'; l--)
+		buf[l - 1] = 0;
+	return buf;
+}
+
+/* The archive of path, read whole into file, through libarchive. */
+static int npz_read_libarchive(const char *path, const char *file, size_t flen, TensorList *out)
+{
+	struct archive_entry *ent;
+	char eb[512];
+	int r = -1;
+	struct archive *a = archive_read_new();
 	archive_read_support_format_zip(a);
 	if (archive_read_open_memory(a, file, flen) != ARCHIVE_OK) {
-		error("%s: not a valid .npz (zip) file: %s", path, archive_error_string(a));
+		error("%s: not a valid .npz (zip) file: %s", path, la_err(a, eb, sizeof eb));
 		goto out;
 	}
 	for (;;) {
@@ -301,7 +481,7 @@ int npz_read(const char *path, TensorList *out)
 		if (e == ARCHIVE_EOF)
 			break;
 		if (e != ARCHIVE_OK && e != ARCHIVE_WARN) {
-			error("%s: not a valid .npz (zip) file: %s", path, archive_error_string(a));
+			error("%s: not a valid .npz (zip) file: %s", path, la_err(a, eb, sizeof eb));
 			goto out;
 		}
 		const char *name = archive_entry_pathname(ent);
@@ -312,7 +492,7 @@ int npz_read(const char *path, TensorList *out)
 		for (;;) {
 			la_ssize_t n = archive_read_data(a, chunk, sizeof chunk);
 			if (n < 0) {
-				error("%s: member '%s': %s", path, name, archive_error_string(a));
+				error("%s: member '%s': %s", path, name, la_err(a, eb, sizeof eb));
 				sb_release(&data);
 				goto out;
 			}
@@ -320,30 +500,96 @@ int npz_read(const char *path, TensorList *out)
 				break;
 			sb_add(&data, chunk, (size_t)n);
 		}
-		char *what = xasprintf("%s: member '%s'", path, name);
-		Tensor t;
-		int pr = npy_parse(data.buf ? data.buf : "", data.len, what, &t);
-		free(what);
+		int pr = npz_add(path, name, data.buf ? data.buf : "", data.len, out);
 		sb_release(&data);
 		if (pr < 0)
 			goto out;
-		size_t nl = strlen(name);
-		if (nl > 4 && !strcmp(name + nl - 4, ".npy"))
-			nl -= 4;
-		t.name = xstrndup(name, nl);
-		if (is_positional(t.name)) {
-			free(t.name);
-			t.name = NULL;
-		}
-		tl_push(out, &t);
-	}
-	if (out->n == 0) {
-		error("%s: the archive holds no arrays", path);
-		goto out;
 	}
 	r = 0;
 out:
 	archive_read_free(a);
+	return r;
+}
+
+/* The archive of path, read whole into file, through minizip: 0, -1 after
+ * error(), or 1 when it is one for libarchive (see has_zip64_extra). */
+static int npz_read_minizip(const char *path, const char *file, size_t flen, TensorList *out)
+{
+	MemZip m = {(const unsigned char *)file, flen, 0};
+	zlib_filefunc64_def io = {mz_open, mz_read, mz_write, mz_tell, mz_seek, mz_close, mz_error, &m};
+	unzFile z = unzOpen2_64(path, &io);
+	unz_global_info64 gi;
+	if (!z || unzGetGlobalInfo64(z, &gi) != UNZ_OK) {
+		if (z)
+			unzClose(z);
+		/* an empty zip is an end record alone, which minizip misses at
+		 * offset 0 */
+		if (flen >= 22 && !memcmp(file, "PK\5\6", 4))
+			return 0;
+		return error("%s: not a valid .npz (zip) file: no zip central directory (truncated, or not a zip)",
+			     path);
+	}
+	int r = 0, e = gi.number_entry ? unzGoToFirstFile(z) : UNZ_END_OF_LIST_OF_FILE;
+	size_t k = 0; /* the member, for the error */
+	while (e == UNZ_OK) {
+		/* each call reads the entry again a byte at a time: one call
+		 * when the name and extra field fit the buffers (numpy's do) */
+		unz_file_info64 fi;
+		char nbuf[256], *name = nbuf, *data = NULL;
+		unsigned char xbuf[256], *extra = xbuf;
+		size_t len = 0;
+		if ((e = unzGetCurrentFileInfo64(z, &fi, nbuf, sizeof nbuf, xbuf, sizeof xbuf, NULL, 0)) != UNZ_OK)
+			break;
+		if (fi.size_filename >= sizeof nbuf || fi.size_file_extra > sizeof xbuf) {
+			name = xmalloc(fi.size_filename + 1 + fi.size_file_extra);
+			extra = (unsigned char *)name + fi.size_filename + 1;
+			e = unzGetCurrentFileInfo64(z, NULL, name, fi.size_filename + 1, extra, fi.size_file_extra,
+						    NULL, 0);
+		}
+		name[fi.size_filename] = 0;
+		if (e != UNZ_OK)
+			;
+		else if (has_zip64_extra(extra, fi.size_file_extra) ||
+			 (fi.compression_method != 0 && fi.compression_method != Z_DEFLATED))
+			r = 1;
+		else if ((r = npz_member_read(z, path, &fi, name, flen, &data, &len)) == 0) {
+			r = npz_add(path, name, data, len, out);
+			free(data);
+		} else if (r == 2) {
+			r = 0; /* a directory entry */
+		}
+		if (name != nbuf)
+			free(name);
+		if (e != UNZ_OK || r != 0)
+			break;
+		e = unzGoToNextFile(z);
+		k++;
+	}
+	/* 65535 entries in the end record may mean more (a zip without zip64
+	 * that overflowed it): minizip then reads entries until one is not */
+	if (gi.number_entry == 0xffff && k >= 0xffff && e == UNZ_BADZIPFILE)
+		e = UNZ_END_OF_LIST_OF_FILE;
+	if (r == 0 && e != UNZ_END_OF_LIST_OF_FILE)
+		r = error("%s: not a valid .npz (zip) file: central directory entry %zu is damaged", path, k + 1);
+	unzClose(z);
+	return r;
+}
+
+/* The file is read whole and handed to minizip in memory (MemZip). */
+int npz_read(const char *path, TensorList *out)
+{
+	char *file;
+	size_t flen;
+	memset(out, 0, sizeof *out);
+	if (read_file(path, &file, &flen) < 0)
+		return -1;
+	int r = npz_read_minizip(path, file, flen, out);
+	if (r > 0) {
+		tl_free(out);
+		r = npz_read_libarchive(path, file, flen, out);
+	}
+	if (r == 0 && out->n == 0)
+		r = error("%s: the archive holds no arrays", path);
 	free(file);
 	if (r < 0)
 		tl_free(out);

@@ -10,7 +10,8 @@
  * all of them. Pointwise convolutions (1x1, stride 1, no padding) use the
  * input directly and depthwise ones (one input channel per group) run a
  * direct loop. float32 goes through fgemm on AVX-512 CPUs (weights that are
- * constants of the plan packed once, in the node's cache; bias added as
+ * constants of the plan packed once, in the node's cache, one pack for the
+ * interpreters of a model side by side (fgemm_pack_a_const); bias added as
  * tiles are stored) and cblas_sgemm elsewhere; double through dgemm. With
  * packed weights, a convolution whose output grid wastes few columns runs
  * directly: each image (small ones several side by side) is copied once,
@@ -906,7 +907,7 @@ static void gemm_es(size_t es, FgemmA **pa, int64_t m, int64_t n, int64_t k, con
 {
 	if (pa && (n >= FGEMM_MIN_N || *pa)) { /* once packed, a is not read again */
 		if (!*pa)
-			*pa = fgemm_pack_a(m, k, a, lda);
+			*pa = fgemm_pack_a_const(m, k, a, lda);
 		fgemm_packed(*pa, n, b, ldb, bias, 0, c, ldc, threads);
 	} else if (es == 4 && fgemm_available()) {
 		fgemm(m, n, k, a, lda, b, ldb, bias, 0, c, ldc, threads);
@@ -990,7 +991,7 @@ static int conv_direct_ready(const ConvShape *cs, const void *w, FgemmA **cached
 		return 0;
 	for (int64_t g = 0; g < cs->G; g++)
 		if (!cached[g])
-			cached[g] = fgemm_pack_a(mg, kc, (const float *)w + g * mg * kc, kc);
+			cached[g] = fgemm_pack_a_const(mg, kc, (const float *)w + g * mg * kc, kc);
 	return 1;
 }
 
@@ -1028,7 +1029,7 @@ static void conv_gemm(const ConvShape *cs, const void *x, const void *w, const f
 	if (cached && !pw && cs->osz >= FGEMM_MIN_N) {
 		for (int64_t g = 0; g < cs->G; g++)
 			if (!cached[g])
-				cached[g] = fgemm_pack_a(mg, kc, (const float *)w + g * mg * kc, kc);
+				cached[g] = fgemm_pack_a_const(mg, kc, (const float *)w + g * mg * kc, kc);
 		conv_gemm_implicit(cs, x, bias, clamp, y, cached);
 		return;
 	}

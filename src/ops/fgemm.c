@@ -23,10 +23,16 @@
  * reloaded unchanged from one block of k to the next, one chain per
  * element. Against a packed b, rows of a with one nonzero element (one-hot
  * embeddings) skip the kernel: what its sums give for them is known
- * (onehot_product). */
+ * (onehot_product). Operands packed once are read as they lie: a b held
+ * transposed (Gemm's transB = 1) and the rows of a are turned 16 x 16 at
+ * a time in registers rather than gathered with a stride (a transposed
+ * copy of nn.Linear's 3136 x 128 weights, one cache miss per element, cost
+ * 0.6 ms of fashion-cnn's first run, six times the packing), and the
+ * finite flag is taken as b is packed. */
 #include "ops/fgemm.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,21 +73,8 @@ int fgemm_available(void)
 #endif
 
 /* ap[strip][kk][sr] = a[strip * sr + r, kk] for one block of kc columns,
- * rows past m zero (sr: rows per strip) */
-static void pack_a_block(const float *a, int64_t lda, int64_t m, int64_t kc, int64_t sr, float *ap)
-{
-	for (int64_t i0 = 0; i0 < m; i0 += sr, ap += sr * kc) {
-		int64_t mr = m - i0 < sr ? m - i0 : sr;
-		for (int64_t kk = 0; kk < kc; kk++) {
-			const float *ac = a + i0 * lda + kk;
-			float *d = ap + kk * sr;
-			for (int64_t r = 0; r < mr; r++)
-				d[r] = ac[r * lda];
-			for (int64_t r = mr; r < sr; r++)
-				d[r] = 0.0f;
-		}
-	}
-}
+ * rows past m zero (sr: rows per strip, at most 16) */
+static void pack_a_block(const float *a, int64_t lda, int64_t m, int64_t kc, int64_t sr, float *ap);
 
 /* rows per strip of a packed left operand: MR, or MR8 where that pads
  * over 5% fewer rows (32 or 64 output channels: 12-row strips compute 36
@@ -100,7 +93,7 @@ size_t fgemm_packed_a_bytes(int64_t m, int64_t k)
 
 FgemmA *fgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda)
 {
-	FgemmA *pa = xmalloc(sizeof *pa);
+	FgemmA *pa = xcalloc(1, sizeof *pa);
 	pa->m = m;
 	pa->k = k;
 	pa->mr = strip_rows(m);
@@ -111,36 +104,147 @@ FgemmA *fgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda)
 	return pa;
 }
 
+static int shared_put(const void *pack);
+
 void fgemm_free_a(FgemmA *pa)
 {
-	if (pa) {
+	if (pa && (!pa->shared || shared_put(pa))) {
 		free(pa->p);
 		free(pa);
 	}
 }
 
 #ifdef HAVE_AVX512
-/* bp[panel][kk][NR] = b[k0 + kk, j0 + panel * NR + j], columns past n zero */
-AVX512 static void pack_b(const float *b, int64_t ldb, int64_t n, int64_t kc, float *bp)
+/* the lanes of v holding an infinity or a NaN (all exponent bits set) */
+AVX512 static inline __attribute__((always_inline)) __mmask16 nonfinite16(__m512 v)
 {
+	__m512i e = _mm512_set1_epi32(0x7f800000);
+	return _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(v), e), e);
+}
+
+/* bp[panel][kk][NR] = b[k0 + kk, j0 + panel * NR + j], columns past n
+ * zero; when check, returns whether b holds an infinity or a NaN (else 0):
+ * the constant operand's scan rides on its one pack */
+AVX512 static inline __attribute__((always_inline)) int pack_b_body(const float *b, int64_t ldb, int64_t n,
+								    int64_t kc, float *bp, int check)
+{
+	__mmask16 bad = 0;
 	for (int64_t j0 = 0; j0 < n; j0 += NR, bp += NR * kc) {
 		int64_t nr = n - j0 < NR ? n - j0 : NR;
 		if (nr == NR) {
 			for (int64_t kk = 0; kk < kc; kk++) {
 				const float *br = b + kk * ldb + j0;
-				_mm512_storeu_ps(bp + kk * NR, _mm512_loadu_ps(br));
-				_mm512_storeu_ps(bp + kk * NR + 16, _mm512_loadu_ps(br + 16));
+				__m512 v0 = _mm512_loadu_ps(br), v1 = _mm512_loadu_ps(br + 16);
+				if (check)
+					bad |= nonfinite16(v0) | nonfinite16(v1);
+				_mm512_storeu_ps(bp + kk * NR, v0);
+				_mm512_storeu_ps(bp + kk * NR + 16, v1);
 			}
 			continue;
 		}
+		/* a last panel of fewer columns: masked loads, zeros past nr */
+		__mmask16 m0 = nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1);
+		__mmask16 m1 = nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
 		for (int64_t kk = 0; kk < kc; kk++) {
 			const float *br = b + kk * ldb + j0;
-			float *d = bp + kk * NR;
-			memcpy(d, br, sizeof(float) * (size_t)nr);
-			if (nr < NR)
-				memset(d + nr, 0, sizeof(float) * (size_t)(NR - nr));
+			__m512 v0 = _mm512_maskz_loadu_ps(m0, br), v1 = _mm512_maskz_loadu_ps(m1, br + 16);
+			if (check)
+				bad |= nonfinite16(v0) | nonfinite16(v1);
+			_mm512_storeu_ps(bp + kk * NR, v0);
+			_mm512_storeu_ps(bp + kk * NR + 16, v1);
 		}
 	}
+	return bad != 0;
+}
+
+AVX512 static void pack_b(const float *b, int64_t ldb, int64_t n, int64_t kc, float *bp)
+{
+	pack_b_body(b, ldb, n, kc, bp, 0);
+}
+
+/* pack_b that also says whether b holds an infinity or a NaN */
+AVX512 static int pack_b_check(const float *b, int64_t ldb, int64_t n, int64_t kc, float *bp)
+{
+	return pack_b_body(b, ldb, n, kc, bp, 1);
+}
+
+/* r[0, 16) transposed in registers: afterwards r[c] holds what was
+ * column c (lane i of r[c] = lane c of the old r[i]) */
+#define TR_PS(x) _mm512_castpd_ps(x)
+#define TR_PD(x) _mm512_castps_pd(x)
+AVX512 static inline __attribute__((always_inline)) void transpose16(__m512 *r)
+{
+	__m512 t[16], u[16];
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+	}
+	for (int i = 0; i < 16; i += 4) {
+		u[i] = TR_PS(_mm512_unpacklo_pd(TR_PD(t[i]), TR_PD(t[i + 2])));
+		u[i + 1] = TR_PS(_mm512_unpackhi_pd(TR_PD(t[i]), TR_PD(t[i + 2])));
+		u[i + 2] = TR_PS(_mm512_unpacklo_pd(TR_PD(t[i + 1]), TR_PD(t[i + 3])));
+		u[i + 3] = TR_PS(_mm512_unpackhi_pd(TR_PD(t[i + 1]), TR_PD(t[i + 3])));
+	}
+	for (int i = 0; i < 4; i++) {
+		t[i] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0x88);
+		t[i + 4] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0xdd);
+		t[i + 8] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0x88);
+		t[i + 12] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0xdd);
+	}
+	for (int i = 0; i < 8; i++) {
+		r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+		r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+	}
+}
+#undef TR_PS
+#undef TR_PD
+
+/* a strip's rows read as they lie, 16 floats of each, turned in
+ * registers into 16 columns of the strip */
+AVX512 static void pack_a_block(const float *a, int64_t lda, int64_t m, int64_t kc, int64_t sr, float *ap)
+{
+	__mmask16 out = (__mmask16)((1u << sr) - 1);
+	for (int64_t i0 = 0; i0 < m; i0 += sr, ap += sr * kc) {
+		int64_t mr = m - i0 < sr ? m - i0 : sr;
+		for (int64_t kk = 0; kk < kc; kk += 16) {
+			int64_t nk = kc - kk < 16 ? kc - kk : 16;
+			__mmask16 in = (__mmask16)((1u << nk) - 1);
+			__m512 r[16];
+			for (int64_t i = 0; i < 16; i++)
+				r[i] = i < mr ? _mm512_maskz_loadu_ps(in, a + (i0 + i) * lda + kk) : _mm512_setzero_ps();
+			transpose16(r);
+			for (int64_t c = 0; c < nk; c++)
+				_mm512_mask_storeu_ps(ap + (kk + c) * sr, out, r[c]);
+		}
+	}
+}
+
+/* pack_b of b = bt transposed (b[kk, j] = bt[j * ldbt + kk]), read the
+ * way bt lies: per panel, 16 of its rows at a time, 16 floats of each,
+ * turned in registers into 16 rows of the panel's half. Returns whether
+ * bt holds an infinity or a NaN. */
+AVX512 static int pack_bt(const float *bt, int64_t ldbt, int64_t n, int64_t kc, float *bp)
+{
+	__mmask16 bad = 0;
+	for (int64_t j0 = 0; j0 < n; j0 += NR, bp += NR * kc) {
+		int64_t nr = n - j0 < NR ? n - j0 : NR;
+		for (int64_t kk = 0; kk < kc; kk += 16) {
+			int64_t nk = kc - kk < 16 ? kc - kk : 16;
+			__mmask16 in = (__mmask16)((1u << nk) - 1);
+			for (int64_t h = 0; h < NR; h += 16) {
+				__m512 r[16];
+				for (int64_t i = 0; i < 16; i++) {
+					r[i] = h + i < nr ? _mm512_maskz_loadu_ps(in, bt + (j0 + h + i) * ldbt + kk)
+							  : _mm512_setzero_ps();
+					bad |= nonfinite16(r[i]);
+				}
+				transpose16(r);
+				for (int64_t c = 0; c < nk; c++)
+					_mm512_storeu_ps(bp + (kk + c) * NR + h, r[c]);
+			}
+		}
+	}
+	return bad != 0;
 }
 
 /* the MR x NR tile t (row stride NR) = a strip * bp panel over kc, where
@@ -304,6 +408,41 @@ static void pack_b(const float *b, int64_t ldb, int64_t n, int64_t kc, float *bp
 	}
 }
 
+static void pack_a_block(const float *a, int64_t lda, int64_t m, int64_t kc, int64_t sr, float *ap)
+{
+	for (int64_t i0 = 0; i0 < m; i0 += sr, ap += sr * kc) {
+		int64_t mr = m - i0 < sr ? m - i0 : sr;
+		for (int64_t kk = 0; kk < kc; kk++)
+			for (int64_t r = 0; r < sr; r++)
+				ap[kk * sr + r] = r < mr ? a[(i0 + r) * lda + kk] : 0.0f;
+	}
+}
+
+static int pack_b_check(const float *b, int64_t ldb, int64_t n, int64_t kc, float *bp)
+{
+	int bad = 0;
+	pack_b(b, ldb, n, kc, bp);
+	for (int64_t kk = 0; kk < kc; kk++)
+		for (int64_t j = 0; j < n; j++)
+			bad |= !isfinite(b[kk * ldb + j]);
+	return bad;
+}
+
+static int pack_bt(const float *bt, int64_t ldbt, int64_t n, int64_t kc, float *bp)
+{
+	int bad = 0;
+	for (int64_t j0 = 0; j0 < n; j0 += NR, bp += NR * kc) {
+		int64_t nr = n - j0 < NR ? n - j0 : NR;
+		for (int64_t kk = 0; kk < kc; kk++)
+			for (int64_t j = 0; j < NR; j++) {
+				float v = j < nr ? bt[(j0 + j) * ldbt + kk] : 0.0f;
+				bad |= !isfinite(v);
+				bp[kk * NR + j] = v;
+			}
+	}
+	return bad;
+}
+
 static void kernel_body(int64_t kc, const float *ap, int64_t si, int64_t sk, const float *bp, float *t)
 {
 	memset(t, 0, sizeof(float) * MR * NR);
@@ -360,30 +499,182 @@ size_t fgemm_packed_b_bytes(int64_t k, int64_t n)
 	return sizeof(float) * (size_t)((n + NR - 1) / NR * NR * k + 1);
 }
 
-FgemmB *fgemm_pack_b(int64_t k, int64_t n, const float *b, int64_t ldb)
+/* b, or bt transposed when trans, packed: per block of NC columns, per
+ * block of KC rows, its panels */
+static FgemmB *pack_b_whole(int64_t k, int64_t n, const float *b, int64_t ldb, int trans)
 {
-	FgemmB *pb = xmalloc(sizeof *pb);
+	FgemmB *pb = xcalloc(1, sizeof *pb);
+	int bad = 0;
 	pb->k = k;
 	pb->n = n;
 	pb->p = xmalloc(fgemm_packed_b_bytes(k, n));
-	pb->finite = 1;
-	for (int64_t kk = 0; kk < k && pb->finite; kk++)
-		for (int64_t j = 0; j < n; j++)
-			pb->finite &= isfinite(b[kk * ldb + j]) != 0;
 	for (int64_t jb = 0; jb < n; jb += NC) {
 		int64_t nb = n - jb < NC ? n - jb : NC, npad = (nb + NR - 1) / NR * NR;
-		for (int64_t k0 = 0; k0 < k; k0 += KC)
-			pack_b(b + k0 * ldb + jb, ldb, nb, k - k0 < KC ? k - k0 : KC, pb->p + jb * k + npad * k0);
+		for (int64_t k0 = 0; k0 < k; k0 += KC) {
+			int64_t kc = k - k0 < KC ? k - k0 : KC;
+			float *d = pb->p + jb * k + npad * k0;
+			bad |= trans ? pack_bt(b + jb * ldb + k0, ldb, nb, kc, d)
+				     : pack_b_check(b + k0 * ldb + jb, ldb, nb, kc, d);
+		}
 	}
+	pb->finite = !bad;
 	return pb;
+}
+
+FgemmB *fgemm_pack_b(int64_t k, int64_t n, const float *b, int64_t ldb)
+{
+	return pack_b_whole(k, n, b, ldb, 0);
+}
+
+FgemmB *fgemm_pack_bt(int64_t k, int64_t n, const float *bt, int64_t ldbt)
+{
+	return pack_b_whole(k, n, bt, ldbt, 1);
 }
 
 void fgemm_free_b(FgemmB *pb)
 {
-	if (pb) {
+	if (pb && (!pb->shared || shared_put(pb))) {
 		free(pb->p);
 		free(pb);
 	}
+}
+
+/* ---- packed constants shared between interpreters ----
+ *
+ * Interpreters of one model side by side (calibration's workers) borrow
+ * the same initializer bytes, and each packed them on its first run:
+ * fashion-cnn's 3136 x 128 Gemm took 0.08 ms to pack and 0.7 ms more to
+ * fault in the pages of the fresh copy. A constant packed through
+ * fgemm_pack_*_const while a pack of the same kind, shape and source
+ * address is alive takes that one instead, once the source's bytes are
+ * seen to give its bytes (packed again a panel or strip at a time into a
+ * buffer on the stack and compared: the address is only a hint, as the
+ * bytes there may have been freed and others put there since). A pack
+ * goes with its last user. */
+enum { SH_A, SH_B, SH_BT };
+
+typedef struct Shared {
+	int kind;
+	const float *src;
+	int64_t rows, cols, ld;
+	void *pack;               /* FgemmA (SH_A) or FgemmB */
+	int users;
+} Shared;
+
+static pthread_mutex_t sh_lock = PTHREAD_MUTEX_INITIALIZER;
+static Shared *sh;
+static size_t sh_n, sh_cap;
+
+/* the latest live pack of src as kind, with one user more; NULL when
+ * none */
+static void *shared_get(int kind, const float *src, int64_t rows, int64_t cols, int64_t ld)
+{
+	void *p = NULL;
+	pthread_mutex_lock(&sh_lock);
+	for (size_t i = sh_n; i-- > 0 && !p;)
+		if (sh[i].kind == kind && sh[i].src == src && sh[i].rows == rows && sh[i].cols == cols &&
+		    sh[i].ld == ld) {
+			sh[i].users++;
+			p = sh[i].pack;
+		}
+	pthread_mutex_unlock(&sh_lock);
+	return p;
+}
+
+static void shared_add(int kind, const float *src, int64_t rows, int64_t cols, int64_t ld, void *pack)
+{
+	pthread_mutex_lock(&sh_lock);
+	if (sh_n == sh_cap) {
+		sh_cap = sh_cap ? 2 * sh_cap : 16;
+		sh = xreallocarray(sh, sh_cap, sizeof *sh);
+	}
+	sh[sh_n++] = (Shared){kind, src, rows, cols, ld, pack, 1};
+	pthread_mutex_unlock(&sh_lock);
+}
+
+/* one user less of pack; 1 when that was the last (free it) */
+static int shared_put(const void *pack)
+{
+	int last = 1;
+	pthread_mutex_lock(&sh_lock);
+	for (size_t i = 0; i < sh_n; i++)
+		if (sh[i].pack == pack) {
+			last = --sh[i].users == 0;
+			if (last) /* the others keep their order: latest last */
+				memmove(&sh[i], &sh[i + 1], (--sh_n - i) * sizeof *sh);
+			break;
+		}
+	if (!sh_n) {
+		free(sh);
+		sh = NULL;
+		sh_cap = 0;
+	}
+	pthread_mutex_unlock(&sh_lock);
+	return last;
+}
+
+/* whether pb holds b's bytes (bt's transposed when trans), packed again
+ * a panel at a time */
+static int same_b(const FgemmB *pb, const float *b, int64_t ldb, int trans)
+{
+	float t[NR * KC] __attribute__((aligned(64)));
+	int64_t k = pb->k, n = pb->n;
+	for (int64_t jb = 0; jb < n; jb += NC) {
+		int64_t nb = n - jb < NC ? n - jb : NC, npad = (nb + NR - 1) / NR * NR;
+		for (int64_t k0 = 0; k0 < k; k0 += KC) {
+			int64_t kc = k - k0 < KC ? k - k0 : KC;
+			for (int64_t j0 = 0; j0 < nb; j0 += NR) {
+				int64_t nr = nb - j0 < NR ? nb - j0 : NR;
+				if (trans)
+					pack_bt(b + (jb + j0) * ldb + k0, ldb, nr, kc, t);
+				else
+					pack_b(b + k0 * ldb + jb + j0, ldb, nr, kc, t);
+				if (memcmp(t, pb->p + jb * k + npad * k0 + j0 * kc, sizeof(float) * (size_t)(NR * kc)))
+					return 0;
+			}
+		}
+	}
+	return 1;
+}
+
+/* whether pa holds a's bytes, packed again a strip at a time */
+static int same_a(const FgemmA *pa, const float *a, int64_t lda)
+{
+	float t[MR * KC] __attribute__((aligned(64)));
+	for (int64_t k0 = 0; k0 < pa->k; k0 += KC) {
+		int64_t kc = pa->k - k0 < KC ? pa->k - k0 : KC;
+		for (int64_t i0 = 0; i0 < pa->m; i0 += pa->mr) {
+			pack_a_block(a + i0 * lda + k0, lda, pa->m - i0 < pa->mr ? pa->m - i0 : pa->mr, kc, pa->mr, t);
+			if (memcmp(t, pa->p + pa->mpad * k0 + i0 * kc, sizeof(float) * (size_t)(pa->mr * kc)))
+				return 0;
+		}
+	}
+	return 1;
+}
+
+FgemmB *fgemm_pack_b_const(int64_t k, int64_t n, const float *b, int64_t ldb, int trans)
+{
+	int kind = trans ? SH_BT : SH_B;
+	FgemmB *pb = shared_get(kind, b, k, n, ldb);
+	if (pb && same_b(pb, b, ldb, trans))
+		return pb;
+	fgemm_free_b(pb);
+	pb = pack_b_whole(k, n, b, ldb, trans);
+	pb->shared = 1;
+	shared_add(kind, b, k, n, ldb, pb);
+	return pb;
+}
+
+FgemmA *fgemm_pack_a_const(int64_t m, int64_t k, const float *a, int64_t lda)
+{
+	FgemmA *pa = shared_get(SH_A, a, m, k, lda);
+	if (pa && same_a(pa, a, lda))
+		return pa;
+	fgemm_free_a(pa);
+	pa = fgemm_pack_a(m, k, a, lda);
+	pa->shared = 1;
+	shared_add(SH_A, a, m, k, lda, pa);
+	return pa;
 }
 
 typedef struct Job {

@@ -26,9 +26,16 @@ typedef struct FgemmA {
 	int64_t m, k, mpad;
 	int64_t mr;               /* rows per packed strip */
 	float *p;
+	int shared;               /* made by fgemm_pack_a_const */
 } FgemmA;
 
 FgemmA *fgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda);
+/* fgemm_pack_a of a constant: while another pack of the same bytes made
+ * by this function from the same address is alive (an interpreter of the
+ * same model beside this one: calibration's workers), that one, else a new
+ * one; either is read-only and freed by fgemm_free_a, the last user's call
+ * freeing it */
+FgemmA *fgemm_pack_a_const(int64_t m, int64_t k, const float *a, int64_t lda);
 /* bytes of a packed [m, k] left operand */
 size_t fgemm_packed_a_bytes(int64_t m, int64_t k);
 void fgemm_free_a(FgemmA *pa);
@@ -86,9 +93,17 @@ typedef struct FgemmB {
 	int64_t k, n;
 	int finite;               /* no infinity or NaN in b (a one-hot product may skip the zeros) */
 	float *p;
+	int shared;               /* made by fgemm_pack_b_const */
 } FgemmB;
 
 FgemmB *fgemm_pack_b(int64_t k, int64_t n, const float *b, int64_t ldb);
+/* fgemm_pack_b of the transpose of bt ([n, k], row stride ldbt), read in
+ * place: the same packed bytes and finite flag, without a transposed copy
+ * (Gemm's transB = 1, nn.Linear's weights) */
+FgemmB *fgemm_pack_bt(int64_t k, int64_t n, const float *bt, int64_t ldbt);
+/* fgemm_pack_b (trans 0) or fgemm_pack_bt (trans 1, b being bt) of a
+ * constant, shared as fgemm_pack_a_const's are */
+FgemmB *fgemm_pack_b_const(int64_t k, int64_t n, const float *b, int64_t ldb, int trans);
 /* bytes of a packed [k, n] right operand */
 size_t fgemm_packed_b_bytes(int64_t k, int64_t n);
 void fgemm_free_b(FgemmB *pb);

@@ -7,7 +7,9 @@
  * cblas_dgemm (double) call, and a batched left operand against a plain
  * matrix is folded into a single call. Integer MatMul is a
  * plain loop. Gemm with a constant B (and transA 0) multiplies B packed
- * once for fgemm, alpha and C applied as the results are stored (both
+ * once for fgemm (from its rows as they lie when transB is 1; one pack for
+ * the interpreters of a model side by side: fgemm_pack_b_const), alpha
+ * and C applied as the results are stored (both
  * products with a packed B take the rows of A that are one-hot from B's
  * rows, with the same bytes: fgemm_packed_b); other
  * Gemms, and any without AVX-512, run cblas_sgemm. MatMulInteger and QLinearMatMul subtract the zero points into
@@ -260,7 +262,7 @@ static const FgemmB *mm_cached_b(RunCtx *c, const Tensor *b, const float *bf, co
 	}
 	if (!mc) {
 		mc = xcalloc(1, sizeof *mc);
-		*mc = (MmCache){b->data, s->K, s->N, fgemm_pack_b(s->K, s->N, bf, s->N)};
+		*mc = (MmCache){b->data, s->K, s->N, fgemm_pack_b_const(s->K, s->N, bf, s->N, 0)};
 		c->cache->p = mc;
 		c->cache->release = mmcache_release;
 		c->cache->bytes = fgemm_packed_b_bytes(s->K, s->N);
@@ -508,17 +510,8 @@ static const GemmCache *gemm_cached(RunCtx *c, const Tensor *b, const float *bf,
 	gemmcache_release(gc);
 	gc = xcalloc(1, sizeof *gc);
 	*gc = (GemmCache){.b = b->data, .c = cc ? cc->data : NULL, .K = K, .N = N};
-	if (tb) {
-		/* b is [N, K]: the pack reads rows of [K, N] */
-		float *t = xmalloc(sizeof(float) * (size_t)(K * N));
-		for (int64_t j = 0; j < N; j++)
-			for (int64_t k = 0; k < K; k++)
-				t[k * N + j] = bf[j * K + k];
-		gc->pb = fgemm_pack_b(K, N, t, N);
-		free(t);
-	} else {
-		gc->pb = fgemm_pack_b(K, N, bf, N);
-	}
+	/* b is [N, K] when tb: packed from its rows as they lie */
+	gc->pb = fgemm_pack_b_const(K, N, bf, tb ? K : N, (int)tb);
 	c->cache->p = gc;
 	c->cache->release = gemmcache_release;
 	c->cache->bytes = fgemm_packed_b_bytes(K, N);

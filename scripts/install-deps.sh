@@ -8,12 +8,13 @@
 # and make example never pass it): Debian's torch to train the benchmark
 # models, the Fashion-MNIST images they are trained and scored on, and
 # espeak-ng to speak the sentences silero-vad is calibrated and scored on.
+# gdb is for the tests: t_matmul_sparse checks under it which kernel ran.
 set -e
 PKGS="build-essential pkg-config make
 libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
 libxxhash-dev xxhash libarchive-dev libminizip-dev libgit2-dev libinih-dev nettle-dev
 libopenblas-dev libjansson-dev
-python3 python3-venv git ninja-build zstd"
+python3 python3-venv git ninja-build zstd gdb"
 BENCH_PKGS="python3-torch dataset-fashion-mnist espeak-ng"
 case "$1" in
 "") ;;

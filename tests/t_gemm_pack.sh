@@ -26,27 +26,15 @@ mktmp
 Q=$QUANTMAKE
 
 # --- the packers on their own ---
-CC=${CC:-cc}
-san="-fsanitize=address,undefined -fno-sanitize-recover=all"
-echo 'int main(void){return 0;}' > "$TMPD/t.c"
-$CC $san -o "$TMPD/t" "$TMPD/t.c" 2>/dev/null || san=
 # fgemm.c includes the operator headers, which need the protobuf-c code
 # the build generates from the system's onnx.proto
 mkdir "$TMPD/gen"
-cp /usr/include/onnx/onnx.proto "$TMPD/gen/" 2> "$TMPD/err" && (cd "$TMPD/gen" && protoc-c --c_out=. onnx.proto) \
-	>> "$TMPD/err" 2>&1
-# shellcheck disable=SC2086
-if [ -f "$TMPD/gen/onnx.pb-c.h" ] &&
-	$CC -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla $san -pthread \
-		-I"$ROOT/src" -I"$TMPD/gen" $(pkg-config --cflags libprotobuf-c) -o "$TMPD/fgemm_pack_check" \
-		"$ROOT/tests/fgemm_pack_check.c" "$ROOT/src/ops/fgemm.c" -lm >> "$TMPD/err" 2>&1; then
-	out=$("$TMPD/fgemm_pack_check" 2>&1)
-	st=$?
-	echo "$out"
-	[ $st -eq 0 ] || fail "fgemm_pack_check" "exited with status $st"
-	echo "$out" | grep -Eq '^(PASS|SKIP): ' || fail "fgemm_pack_check" "printed no result"
+if cp /usr/include/onnx/onnx.proto "$TMPD/gen/" 2> "$TMPD/err" &&
+	(cd "$TMPD/gen" && protoc-c --c_out=. onnx.proto) >> "$TMPD/err" 2>&1; then
+	# shellcheck disable=SC2046
+	c_check fgemm_pack_check -I"$TMPD/gen" $(pkg-config --cflags libprotobuf-c) "$ROOT/src/ops/fgemm.c"
 else
-	fail "fgemm_pack_check" "cannot build tests/fgemm_pack_check.c: $(head -c 300 "$TMPD/err")"
+	fail "fgemm_pack_check" "cannot generate onnx.pb-c.h: $(head -c 300 "$TMPD/err")"
 fi
 
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then

@@ -25,21 +25,7 @@ mktmp
 Q=$QUANTMAKE
 
 # --- the pool on its own ---
-CC=${CC:-cc}
-san="-fsanitize=address,undefined -fno-sanitize-recover=all"
-echo 'int main(void){return 0;}' > "$TMPD/t.c"
-$CC $san -o "$TMPD/t" "$TMPD/t.c" 2>/dev/null || san=
-# shellcheck disable=SC2086
-if $CC -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla $san -pthread \
-	-I"$ROOT/src" -o "$TMPD/par_check" "$ROOT/tests/par_check.c" "$ROOT/src/ops/par.c" 2> "$TMPD/err"; then
-	out=$("$TMPD/par_check" 2>&1)
-	st=$?
-	echo "$out"
-	[ $st -eq 0 ] || fail "par_check" "exited with status $st"
-	echo "$out" | grep -q '^PASS: ' || fail "par_check" "printed no result"
-else
-	fail "par_check" "cannot build tests/par_check.c: $(head -c 300 "$TMPD/err")"
-fi
+c_check par_check "$ROOT/src/ops/par.c"
 
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
 	skip "pool through the interpreter" "$PY lacks onnx/onnxruntime/numpy (run scripts/venv.sh)"

@@ -35,3 +35,27 @@ mktmp() {
 	TMPD=$(mktemp -d "${TMPDIR:-/tmp}/qmtest.XXXXXX")
 	trap 'rm -rf "$TMPD"' EXIT
 }
+
+# c_check NAME ARGS...: build tests/NAME.c with ARGS (more sources and
+# flags) under AddressSanitizer and UBSan where the compiler has them,
+# warnings as errors, and run it; its PASS/FAIL/SKIP lines are the test's.
+# A build failure, a non-zero exit or no result line is a FAIL.
+c_check() {
+	cc_name=$1
+	shift
+	cc_san="-fsanitize=address,undefined -fno-sanitize-recover=all"
+	echo 'int main(void){return 0;}' > "$TMPD/cc_probe.c"
+	${CC:-cc} $cc_san -o "$TMPD/cc_probe" "$TMPD/cc_probe.c" 2>/dev/null || cc_san=
+	# shellcheck disable=SC2086
+	if ! ${CC:-cc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla \
+		$cc_san -pthread -I"$ROOT/src" -o "$TMPD/$cc_name" "$ROOT/tests/$cc_name.c" "$@" -lm \
+		2> "$TMPD/$cc_name.err"; then
+		fail "$cc_name" "cannot build tests/$cc_name.c: $(head -c 300 "$TMPD/$cc_name.err")"
+		return
+	fi
+	cc_out=$("$TMPD/$cc_name" 2>&1)
+	cc_st=$?
+	echo "$cc_out"
+	[ $cc_st -eq 0 ] || fail "$cc_name" "exited with status $cc_st"
+	echo "$cc_out" | grep -Eq '^(PASS|FAIL|SKIP): ' || fail "$cc_name" "printed no result"
+}

@@ -99,7 +99,8 @@ static int run(StageCtx *c)
 
 const Stage stage_calibrate = {
 	.name = "calibrate",
-	.version = 6, /* 4: statistics of subgraph tensors; 5: no histograms for minmax; 6: inside functions */
+	.version = 7, /* 4: statistics of subgraph tensors; 5: no histograms for minmax; 6: inside functions;
+		       * 7: batches of a multiple of 4 samples */
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = declared_inputs,

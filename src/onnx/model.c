@@ -1,8 +1,13 @@
 /* model.c — load, save and query ONNX models (see model.h).
  *
  * Loading maps the file and unpacks it with protobuf-c, which copies what it
- * keeps, so the mapping is released at once. Saving streams the serialized
- * model into a temporary file beside the target and renames it; external
+ * keeps, so the mapping is released at once unless it holds original bytes
+ * to keep. (Unpacking into transparent huge pages saved fashion-cnn's load
+ * 0.5 ms of page faults but was left out: with defrag on madvise a fault
+ * may compact memory then and there, stalls of up to 6 ms measured, and a
+ * block rounds up to whole 2 MiB pages.) Saving streams the serialized
+ * model (or, with subgraphs, writes it encoded in one piece) into a
+ * temporary file beside the target and renames it; external
  * data files are written the same way, before the model that names them.
  * While saving, tensors that move in or out of external data are modified
  * in place and restored afterwards, so the caller's Model is unchanged.
@@ -81,30 +86,51 @@ size_t dtype_nbytes(int dt, int64_t n)
 	return (size_t)n * (size_t)(bits / 8);
 }
 
+/* A save streams the model through a ProtobufCBuffer (pack_to_buffer):
+ * no copy of it (a tensor's bytes go from where they are to the file),
+ * but each nested message's size is computed again at every level of
+ * nesting above it. With subgraphs (If, Loop, Scan bodies) that is most
+ * of the work (silero-vad, two LSTM branches: its 2.4 MB took 2.9 ms to
+ * save streamed, 1.8 ms in one piece), so a model that has them, of
+ * FLAT_MIN to FLAT_MAX bytes, is encoded in one piece (protobuf-c's pack)
+ * into one buffer and written at once. */
+#define FLAT_MIN ((size_t)3 << 19)
+#define FLAT_MAX ((size_t)64 << 20)
+
 /* The model as loaded: canon is the hash of protobuf-c's encoding of it
- * (so a save can tell whether the model changed since); data is the
- * encoding as loaded, kept only for models protobuf-c would re-encode
- * differently (NULL otherwise). */
+ * (so a save can tell whether the model changed since), when have_canon;
+ * data is the encoding as loaded, kept only for models protobuf-c would
+ * encode differently (noncanonical), to be saved as they were while
+ * unchanged. A canonical model's hash is taken only when the model has
+ * external data, the one case a save asks (unchanged(), keep_one): it is
+ * the file's own hash then, not another encoding of the model. */
 struct ModelOrig {
 	const uint8_t *data;
 	size_t len;
 	void *map;        /* mapping to munmap, or NULL when data is malloc'd */
+	int noncanonical;
+	int have_canon;
 	XXH128_hash_t canon;
 };
 
-/* ProtobufCBuffer that hashes the encoding and compares it with ref */
+/* ProtobufCBuffer that hashes the encoding (st, when not NULL) and
+ * compares it with ref; small appends (tags, lengths, names) gather in buf
+ * first, so the hash and the comparison see a few big pieces rather than
+ * a call per field */
 typedef struct CanonBuf {
 	ProtobufCBuffer base;
 	XXH3_state_t *st;
 	const uint8_t *ref;
 	size_t reflen, pos;
 	int differs;
+	size_t n;
+	uint8_t buf[4096];
 } CanonBuf;
 
-static void canon_append(ProtobufCBuffer *base, size_t len, const uint8_t *data)
+static void canon_take(CanonBuf *b, size_t len, const uint8_t *data)
 {
-	CanonBuf *b = (CanonBuf *)base;
-	XXH3_128bits_update(b->st, data, len);
+	if (b->st)
+		XXH3_128bits_update(b->st, data, len);
 	if (!b->ref || b->differs)
 		return;
 	if (len > b->reflen - b->pos || (len && memcmp(b->ref + b->pos, data, len)))
@@ -113,21 +139,81 @@ static void canon_append(ProtobufCBuffer *base, size_t len, const uint8_t *data)
 		b->pos += len;
 }
 
-/* hash of p's canonical encoding; *same tells whether it equals ref */
-static XXH128_hash_t canon_hash(const Onnx__ModelProto *p, const uint8_t *ref, size_t reflen,
-				int *same)
+static void canon_flush(CanonBuf *b)
 {
-	CanonBuf b = {.base = {.append = canon_append}, .ref = ref, .reflen = reflen};
-	b.st = XXH3_createState();
-	if (!b.st)
-		fatalx(1, "out of memory allocating a hash state");
-	XXH3_128bits_reset(b.st);
-	onnx__model_proto__pack_to_buffer(p, &b.base);
-	XXH128_hash_t h = XXH3_128bits_digest(b.st);
-	XXH3_freeState(b.st);
-	if (same)
-		*same = ref && !b.differs && b.pos == reflen;
+	canon_take(b, b->n, b->buf);
+	b->n = 0;
+}
+
+static void canon_append(ProtobufCBuffer *base, size_t len, const uint8_t *data)
+{
+	CanonBuf *b = (CanonBuf *)base;
+	/* a deferred tensor's bytes (model_defer) are not there to hash */
+	if (!data)
+		return;
+	/* in order: what is gathered goes before a big piece */
+	if (len >= sizeof b->buf / 4 || b->n + len > sizeof b->buf)
+		canon_flush(b);
+	if (len >= sizeof b->buf / 4) {
+		canon_take(b, len, data);
+		return;
+	}
+	memcpy(b->buf + b->n, data, len);
+	b->n += len;
+}
+
+/* Stream p's canonical encoding: into *h, the hash of it, when h is not
+ * NULL; 1 when it equals ref[0..reflen) (0 when ref is NULL) */
+static int canon_pass(const Onnx__ModelProto *p, const uint8_t *ref, size_t reflen, XXH128_hash_t *h)
+{
+	CanonBuf *b = xmalloc(sizeof *b);
+	*b = (CanonBuf){.base = {.append = canon_append}, .ref = ref, .reflen = reflen};
+	if (h) {
+		b->st = XXH3_createState();
+		if (!b->st)
+			fatalx(1, "out of memory allocating a hash state");
+		XXH3_128bits_reset(b->st);
+	}
+	onnx__model_proto__pack_to_buffer(p, &b->base);
+	canon_flush(b);
+	if (h) {
+		*h = XXH3_128bits_digest(b->st);
+		XXH3_freeState(b->st);
+	}
+	int same = ref && !b->differs && b->pos == reflen;
+	free(b);
+	return same;
+}
+
+/* hash of p's canonical encoding */
+static XXH128_hash_t canon_hash(const Onnx__ModelProto *p)
+{
+	XXH128_hash_t h;
+	canon_pass(p, NULL, 0, &h);
 	return h;
+}
+
+/* p encoded in one piece into *buf, malloc'd (size is get_packed_size's):
+ * 0, or -1 after error() */
+static int pack_flat(const Onnx__ModelProto *p, size_t size, uint8_t **buf)
+{
+	*buf = xmalloc(size ? size : 1);
+	size_t w = onnx__model_proto__pack(p, *buf);
+	if (w != size)
+		return error("model serialization wrote %zu of %zu bytes", w, size);
+	return 0;
+}
+
+static int has_external(Onnx__ModelProto *p);
+
+/* does a node of g hold a graph (an If, Loop or Scan body)? */
+static int has_subgraphs(const Onnx__GraphProto *g)
+{
+	for (size_t i = 0; g && i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_attribute; k++)
+			if (g->node[i]->attribute[k]->g || g->node[i]->attribute[k]->n_graphs)
+				return 1;
+	return 0;
 }
 
 static void orig_free(struct ModelOrig *o)
@@ -141,23 +227,25 @@ static void orig_free(struct ModelOrig *o)
 	free(o);
 }
 
-/* the original bytes if the model still encodes as it did when loaded */
+/* the original bytes if the model still encodes as it did when loaded and
+ * they differ from its encoding (NULL otherwise: the encoding is what to
+ * write) */
 static const struct ModelOrig *orig_valid(const Model *m)
 {
 	/* deferred tensors (model_defer) have no bytes to hash: changed */
-	if (!m->orig || !m->orig->data || m->ndeferred)
+	if (!m->orig || !m->orig->noncanonical || m->ndeferred)
 		return NULL;
-	XXH128_hash_t h = canon_hash(m->proto, NULL, 0, NULL);
+	XXH128_hash_t h = canon_hash(m->proto);
 	return XXH128_isEqual(h, m->orig->canon) ? m->orig : NULL;
 }
 
 /* 1 when m still encodes as it did when loaded (0 for a model built in
- * memory) */
+ * memory, and for one loaded without external data, which has some now) */
 static int unchanged(const Model *m)
 {
-	if (!m->orig)
+	if (!m->orig || !m->orig->have_canon)
 		return 0;
-	XXH128_hash_t h = canon_hash(m->proto, NULL, 0, NULL);
+	XXH128_hash_t h = canon_hash(m->proto);
 	return XXH128_isEqual(h, m->orig->canon);
 }
 
@@ -186,17 +274,26 @@ static int parse(const void *data, size_t len, void *map, const char *dir, Model
 			munmap(map, len);
 		return error("%s (truncated, or not a ModelProto)", why);
 	}
-	int same;
-	XXH128_hash_t h = canon_hash(p, data, len, &same);
-	*out = model_wrap(p, dir);
+	/* A size that differs says at once that protobuf-c encodes the model
+	 * otherwise; else the encoding is compared with the file as it is
+	 * made, without hashing it (see struct ModelOrig). */
 	struct ModelOrig *o = xcalloc(1, sizeof *o);
-	o->canon = h;
+	int same = onnx__model_proto__get_packed_size(p) == len && canon_pass(p, data, len, NULL);
+	if (!same) {
+		o->canon = canon_hash(p);
+		o->have_canon = 1;
+	} else if (has_external(p)) {
+		o->canon = XXH3_128bits(data, len);
+		o->have_canon = 1;
+	}
+	*out = model_wrap(p, dir);
 	(*out)->orig = o;
 	if (same) {
 		if (map)
 			munmap(map, len);
 		return 0;
 	}
+	o->noncanonical = 1;
 	o->len = len;
 	if (map) {
 		o->map = map;
@@ -514,12 +611,26 @@ static void filebuf_append(ProtobufCBuffer *base, size_t len, const uint8_t *dat
 
 static int write_model(const Model *m, const Onnx__ModelProto *p, OutFile *f)
 {
-	FileBuf b = {.base = {.append = filebuf_append}, .f = f, .m = m, .cap = 1 << 20};
+	/* 64 KiB: each page of it is a fault the first time it is written */
+	FileBuf b = {.base = {.append = filebuf_append}, .f = f, .m = m, .cap = 1 << 16};
 	b.buf = xmalloc(b.cap);
 	onnx__model_proto__pack_to_buffer(p, &b.base);
 	filebuf_flush(&b);
 	free(b.buf);
 	return b.err ? -1 : 0;
+}
+
+/* n bytes from p to f in pieces of 64 KiB, as write_model's buffer gives
+ * them: one write(2) of a whole 2.4 MB model kept silero-vad's
+ * infer-shapes waiting 5 ms longer (7 -> 12 ms, at the same CPU time) */
+static int write_pieces(OutFile *f, const uint8_t *p, size_t n)
+{
+	for (size_t off = 0; off < n; off += (size_t)1 << 16) {
+		size_t k = n - off < (size_t)1 << 16 ? n - off : (size_t)1 << 16;
+		if (outfile_write(f, p + off, k) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 /* output data files by location, for the save in progress */
@@ -812,6 +923,18 @@ out:
 }
 
 
+/* does a tensor of p lie in external data? */
+static int has_external(Onnx__ModelProto *p)
+{
+	TList l = {0};
+	collect_model(&l, p);
+	int r = 0;
+	for (size_t i = 0; i < l.n && !r; i++)
+		r = is_external(l.v[i].t);
+	free(l.v);
+	return r;
+}
+
 uint64_t model_external_bytes(const Model *m)
 {
 	TList l = {0};
@@ -838,7 +961,8 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 	 * its tensors of 1 KiB and more in PATH.data, as onnx.save would need
 	 * to be told to: a big model is never refused for its size alone. */
 	SaveOpts big = {.external_threshold = 1024};
-	if (mode == SAVE_KEEP && !orig_valid(m) && onnx__model_proto__get_packed_size(m->proto) > INT32_MAX) {
+	size_t size = mode == SAVE_KEEP ? onnx__model_proto__get_packed_size(m->proto) : 0;
+	if (mode == SAVE_KEEP && size > INT32_MAX && !orig_valid(m)) {
 		opts = &big;
 		mode = SAVE_EXTERNAL;
 	}
@@ -849,6 +973,7 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 	OutSet os = {0};
 	SrcSet srcs = {0};
 	OutFile mf = {.fd = -1};
+	uint8_t *flat = NULL;
 	int ret = -1;
 
 	if (!*base) {
@@ -929,8 +1054,26 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 	int swapped = 0;
 	for (size_t i = 0; i < l.n; i++)
 		swapped |= l.v[i].swapped;
-	const struct ModelOrig *o = swapped ? NULL : orig_valid(m);
-	size_t size = o ? o->len : onnx__model_proto__get_packed_size(m->proto);
+	if (swapped || mode != SAVE_KEEP)
+		size = onnx__model_proto__get_packed_size(m->proto);
+	/* a model without deferred tensors (bytes a callback makes as they
+	 * are written) of FLAT_MIN or more is encoded in one piece; its hash
+	 * then tells an unchanged noncanonical model (written as loaded)
+	 * without encoding it again */
+	const struct ModelOrig *o = NULL;
+	if (!m->ndeferred && size >= FLAT_MIN && size <= FLAT_MAX && has_subgraphs(m->proto->graph)) {
+		if (pack_flat(m->proto, size, &flat) < 0) {
+			error_prefix("cannot save '%s'", path);
+			goto out;
+		}
+		if (!swapped && m->orig && m->orig->noncanonical &&
+		    XXH128_isEqual(XXH3_128bits(flat, size), m->orig->canon))
+			o = m->orig;
+	} else if (!swapped) {
+		o = orig_valid(m);
+	}
+	if (o)
+		size = o->len;
 	if (size > INT32_MAX) {
 		error("cannot save '%s': the model is %zu bytes, over protobuf's 2 GiB limit; store large tensors as external data (quantmake convert --external-data)",
 		      path, size);
@@ -938,7 +1081,9 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 	}
 	if (outfile_open(&mf, path) < 0)
 		goto out;
-	if (o ? outfile_write(&mf, o->data, o->len) < 0 : write_model(m, m->proto, &mf) < 0)
+	if (o ? outfile_write(&mf, o->data, o->len) < 0
+	      : flat ? write_pieces(&mf, flat, size) < 0
+		     : write_model(m, m->proto, &mf) < 0)
 		goto out;
 	for (size_t i = 0; i < os.n; i++)
 		if (outfile_commit(&os.f[i]) < 0)
@@ -949,6 +1094,7 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 out:
 	restore_all(&l);
 	free(l.v);
+	free(flat);
 	outfile_abort(&mf);
 	outset_free(&os, 1);
 	srcset_free(&srcs);

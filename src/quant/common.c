@@ -190,9 +190,59 @@ Onnx__TensorProto *qc_proto_take(Tensor *t, const char *name)
  * a 1 GiB weight never has more than DROP values of it resident. */
 enum { RUN = 1 << 16, DROP = 1 << 22 };
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define QC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define QC_CLONES
+#endif
+typedef float qc_v8f __attribute__((vector_size(32)));
+typedef int32_t qc_v8i __attribute__((vector_size(32)));
+
+/* the first smallest and the first largest of x[0..n), as a scan that
+ * keeps the running value unless the next is smaller (larger) finds them:
+ * NaNs passed over, +inf and -inf when there is nothing else. Eight lanes
+ * at a time, each a scan of its own; a nonzero extreme has one bit
+ * pattern wherever it lies, so the lanes agree with the scan; a zero one
+ * may be -0 or +0 by which came first: then the scan itself, once. */
+QC_CLONES static void run_range(const float *x, int64_t n, float *lo, float *hi)
+{
+	float l = INFINITY, h = -INFINITY;
+	int64_t k = 0;
+	if (n >= 32) {
+		qc_v8f vl = {0}, vh = {0}, v;
+		vl += INFINITY;
+		vh -= INFINITY;
+		for (; k + 8 <= n; k += 8) {
+			memcpy(&v, x + k, sizeof v);
+			qc_v8i lt = v < vl, gt = v > vh;
+			vl = (qc_v8f)((lt & (qc_v8i)v) | (~lt & (qc_v8i)vl));
+			vh = (qc_v8f)((gt & (qc_v8i)v) | (~gt & (qc_v8i)vh));
+		}
+		for (int j = 0; j < 8; j++) {
+			l = vl[j] < l ? vl[j] : l;
+			h = vh[j] > h ? vh[j] : h;
+		}
+	}
+	for (; k < n; k++) {
+		l = x[k] < l ? x[k] : l;
+		h = x[k] > h ? x[k] : h;
+	}
+	if (n >= 32 && (l == 0 || h == 0)) {
+		l = INFINITY;
+		h = -INFINITY;
+		for (k = 0; k < n; k++) {
+			l = x[k] < l ? x[k] : l;
+			h = x[k] > h ? x[k] : h;
+		}
+	}
+	*lo = l;
+	*hi = h;
+}
+
 /* the per-channel minimum and maximum of v as [outer, nch, inner] (each
  * channel's values visited in the same order as a channel-by-channel
- * scan, so NaNs and signed zeros come out the same) */
+ * scan, so NaNs and signed zeros come out the same: a run's extremes,
+ * first found, replace the running ones only when smaller or larger) */
 static void weight_ranges(const FloatView *v, int64_t outer, int64_t nch, int64_t inner, float *lo,
 			  float *hi)
 {
@@ -205,14 +255,10 @@ static void weight_ranges(const FloatView *v, int64_t outer, int64_t nch, int64_
 		for (int64_t c = 0; c < nch; c++)
 			for (int64_t i = 0; i < inner; i += RUN) {
 				int64_t off = (o * nch + c) * inner + i, n = inner - i < RUN ? inner - i : RUN;
-				float l = lo[c], h = hi[c];
-				for (int64_t k = 0; k < n; k++) {
-					float x = v->x[off + k];
-					l = x < l ? x : l;
-					h = x > h ? x : h;
-				}
-				lo[c] = l;
-				hi[c] = h;
+				float l, h;
+				run_range(v->x + off, n, &l, &h);
+				lo[c] = l < lo[c] ? l : lo[c];
+				hi[c] = h > hi[c] ? h : hi[c];
 				if (off + n - dropped >= DROP) {
 					qc_float_drop(v, dropped, off + n);
 					dropped = off + n;
@@ -564,9 +610,19 @@ void qc_report_node_in(QuantReport *rep, const char *scope, const Onnx__NodeProt
 	if (sb->len)
 		sb_puts(sb, ",\n    ");
 	sb_puts(sb, "{\"name\": ");
-	char *full = xasprintf("%s%s%s", scope ? scope : "", scope ? "/" : "", node_label(n, lab, sizeof lab));
+	/* scope/label joined here, not by xasprintf (two printf passes per
+	 * node, for silero-vad's 650) */
+	const char *label = node_label(n, lab, sizeof lab);
+	size_t ls = scope ? strlen(scope) + 1 : 0, ll = strlen(label);
+	char buf[512], *full = ls + ll < sizeof buf ? buf : xmalloc(ls + ll + 1);
+	if (ls) {
+		memcpy(full, scope, ls - 1);
+		full[ls - 1] = '/';
+	}
+	memcpy(full + ls, label, ll + 1);
 	sb_json_str(sb, full);
-	free(full);
+	if (full != buf)
+		free(full);
 	sb_puts(sb, ", \"op\": ");
 	sb_json_str(sb, n->op_type);
 	sb_puts(sb, ", \"status\": ");
@@ -584,15 +640,17 @@ void qc_report_node_in(QuantReport *rep, const char *scope, const Onnx__NodeProt
 		rep->nskipped++;
 }
 
-/* The mean over output channels of each channel's SQNR in dB, w's values
- * rounded to 255 symmetric levels with one scale for all (per_channel 0)
- * or one per channel (its maximum magnitude); channels along the middle
- * dimension of [outer, ch, inner]. Per channel, not over the whole weight:
- * one scale for channels 1000x apart leaves the big ones' energy, and so
- * the whole weight's SQNR, nearly intact while the small ones round to a
- * few levels, and each channel is a feature of its own downstream
- * (silero-vad's re-parameterized convolutions: 2.5-28 dB per channel with
- * one scale, its speech decisions then wrong in 69% of chunks). */
+/* The SQNR pass walks four channels side by side, one lane each (GCC
+ * vector extensions, an AVX2 clone chosen where the program loads): every
+ * lane is the sequential scan of its own channel, the same IEEE operations
+ * in the same order, so the sums are bit for bit those of a channel at a
+ * time; only the divisions, which bound the scan, run four at once. No FMA
+ * contraction in ISO C mode, in either clone. */
+enum { LANES = 4 };
+typedef float qc_v4f __attribute__((vector_size(16)));
+typedef int32_t qc_v4i __attribute__((vector_size(16)));
+typedef double qc_v4d __attribute__((vector_size(32)));
+
 /* nearbyint in the default rounding mode for |y| < 2^52: adding and taking
  * back 1.5 * 2^52 rounds to nearest, ties to even, as nearbyint does,
  * without its libm call per value (x86-64 has no inline rounding
@@ -602,55 +660,107 @@ static inline double round_even_d(double y)
 	return (y + 0x1.8p52) - 0x1.8p52;
 }
 
-static double sym8_sqnr(const FloatView *fv, int64_t outer, int64_t ch, int64_t inner, int per_channel)
+/* element i of LANES channels, rows inner apart */
+static inline qc_v4f lanes_at(const float *p, int64_t inner, int64_t i)
 {
-	/* mapped pages go back to the file every DROP values read (as
-	 * weight_ranges): a 1 GiB weight is never all resident */
+	return (qc_v4f){p[i], p[inner + i], p[2 * inner + i], p[3 * inner + i]};
+}
+
+/* give back the mapped source up to element end (see weight_ranges) */
+static inline void drop_to(const FloatView *fv, int64_t *dropped, int64_t end)
+{
+	if (end - *dropped >= DROP) {
+		qc_float_drop(fv, *dropped, end);
+		*dropped = end;
+	}
+}
+
+/* mx[c] = max(mx[c], |x|) over channel c of [outer, ch, inner] (NaNs
+ * passed over: a comparison with NaN is false) */
+QC_CLONES static void sqnr_absmax(const FloatView *fv, int64_t outer, int64_t ch, int64_t inner, float *mx)
+{
 	const float *x = fv->x;
 	int64_t dropped = 0;
-	float all = 0;
-	float *mx = xcalloc((size_t)ch, sizeof *mx);
-	double *sig = xcalloc((size_t)ch, sizeof *sig), *err = xcalloc((size_t)ch, sizeof *err);
-	for (int64_t o = 0; o < outer; o++)
-		for (int64_t c = 0; c < ch; c++) {
+	const qc_v4i nosign = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
+	for (int64_t o = 0; o < outer; o++) {
+		int64_t c = 0;
+		for (; c + LANES <= ch; c += LANES) {
+			const float *p = x + (o * ch + c) * inner;
+			qc_v4f m;
+			memcpy(&m, mx + c, sizeof m);
+			for (int64_t i = 0; i < inner; i++) {
+				qc_v4f a = (qc_v4f)((qc_v4i)lanes_at(p, inner, i) & nosign);
+				qc_v4i gt = a > m;
+				m = (qc_v4f)((gt & (qc_v4i)a) | (~gt & (qc_v4i)m));
+			}
+			memcpy(mx + c, &m, sizeof m);
+			drop_to(fv, &dropped, (o * ch + c + LANES) * inner);
+		}
+		for (; c < ch; c++) {
 			const float *p = x + (o * ch + c) * inner;
 			float m = mx[c];
 			for (int64_t i = 0; i < inner; i++) {
-				/* fmaxf, but inline and vectorized: a NaN is passed
-				 * over either way (m starts at 0, never NaN) */
 				float a = fabsf(p[i]);
 				m = a > m ? a : m;
 			}
 			mx[c] = m;
-			if ((o * ch + c + 1) * inner - dropped >= DROP) {
-				qc_float_drop(fv, dropped, (o * ch + c + 1) * inner);
-				dropped = (o * ch + c + 1) * inner;
-			}
+			drop_to(fv, &dropped, (o * ch + c + 1) * inner);
 		}
-	dropped = 0;
-	for (int64_t c = 0; c < ch; c++)
-		all = fmaxf(all, mx[c]);
-	for (int64_t o = 0; o < outer; o++)
-		for (int64_t c = 0; c < ch; c++) {
-			float m = per_channel ? mx[c] : all;
-			double s = m > 0 ? (double)m / 127 : 1;
+	}
+}
+
+/* per channel: sig[c] += v * v, et[c] and ec[c] += the squared rounding
+ * error of v with the scale st for all, sc[c] for the channel */
+QC_CLONES static void sqnr_sums(const FloatView *fv, int64_t outer, int64_t ch, int64_t inner, double st,
+				const double *sc, double *sig, double *et, double *ec)
+{
+	const float *x = fv->x;
+	int64_t dropped = 0;
+	const qc_v4d k = {0x1.8p52, 0x1.8p52, 0x1.8p52, 0x1.8p52}, vst = {st, st, st, st};
+	for (int64_t o = 0; o < outer; o++) {
+		int64_t c = 0;
+		for (; c + LANES <= ch; c += LANES) {
 			const float *p = x + (o * ch + c) * inner;
-			/* the sums in registers (through sig and err, which may
+			qc_v4d vsc, g, a, b;
+			memcpy(&vsc, sc + c, sizeof vsc);
+			memcpy(&g, sig + c, sizeof g);
+			memcpy(&a, et + c, sizeof a);
+			memcpy(&b, ec + c, sizeof b);
+			for (int64_t i = 0; i < inner; i++) {
+				qc_v4d v = __builtin_convertvector(lanes_at(p, inner, i), qc_v4d);
+				qc_v4d dt = v - ((v / vst + k) - k) * vst, dc = v - ((v / vsc + k) - k) * vsc;
+				g += v * v;
+				a += dt * dt;
+				b += dc * dc;
+			}
+			memcpy(sig + c, &g, sizeof g);
+			memcpy(et + c, &a, sizeof a);
+			memcpy(ec + c, &b, sizeof b);
+			drop_to(fv, &dropped, (o * ch + c + LANES) * inner);
+		}
+		for (; c < ch; c++) {
+			const float *p = x + (o * ch + c) * inner;
+			/* the sums in registers (through sig, et and ec, which may
 			 * alias, each step was a store and a load) */
-			double sc = sig[c], ec = err[c];
+			double s = sc[c], g = sig[c], a = et[c], b = ec[c];
 			for (int64_t i = 0; i < inner; i++) {
 				/* |v / s| <= 127: s is 1/127 of a maximum of |v| */
-				double v = p[i], d = v - round_even_d(v / s) * s;
-				sc += v * v;
-				ec += d * d;
+				double v = p[i], dt = v - round_even_d(v / st) * st, dc = v - round_even_d(v / s) * s;
+				g += v * v;
+				a += dt * dt;
+				b += dc * dc;
 			}
-			sig[c] = sc;
-			err[c] = ec;
-			if ((o * ch + c + 1) * inner - dropped >= DROP) {
-				qc_float_drop(fv, dropped, (o * ch + c + 1) * inner);
-				dropped = (o * ch + c + 1) * inner;
-			}
+			sig[c] = g;
+			et[c] = a;
+			ec[c] = b;
+			drop_to(fv, &dropped, (o * ch + c + 1) * inner);
 		}
+	}
+}
+
+/* the mean over channels of 10 log10(sig / err), 999 for no error */
+static double mean_db(const double *sig, const double *err, int64_t ch)
+{
 	double sum = 0;
 	int64_t n = 0;
 	for (int64_t c = 0; c < ch; c++)
@@ -658,10 +768,41 @@ static double sym8_sqnr(const FloatView *fv, int64_t outer, int64_t ch, int64_t 
 			sum += err[c] > 0 ? 10 * log10(sig[c] / err[c]) : 999;
 			n++;
 		}
-	free(mx);
-	free(sig);
-	free(err);
 	return n ? sum / (double)n : 999;
+}
+
+/* The mean over output channels of each channel's SQNR in dB, w's values
+ * rounded to 255 symmetric levels with one scale for all (*tensor_db) and
+ * with one per channel (its maximum magnitude; *channel_db); channels
+ * along the middle dimension of [outer, ch, inner]. Per channel, not over
+ * the whole weight: one scale for channels 1000x apart leaves the big
+ * ones' energy, and so the whole weight's SQNR, nearly intact while the
+ * small ones round to a few levels, and each channel is a feature of its
+ * own downstream (silero-vad's re-parameterized convolutions: 2.5-28 dB
+ * per channel with one scale, its speech decisions then wrong in 69% of
+ * chunks). Both from one read of the weight: the signal sums are the
+ * same for both. Mapped pages go back to the file every DROP values read
+ * (as weight_ranges): a 1 GiB weight is never all resident. */
+static void sym8_sqnr(const FloatView *fv, int64_t outer, int64_t ch, int64_t inner, double *tensor_db,
+		      double *channel_db)
+{
+	float all = 0;
+	float *mx = xcalloc((size_t)ch, sizeof *mx);
+	double *sc = xcalloc((size_t)ch, sizeof *sc), *sig = xcalloc((size_t)ch, sizeof *sig);
+	double *et = xcalloc((size_t)ch, sizeof *et), *ec = xcalloc((size_t)ch, sizeof *ec);
+	sqnr_absmax(fv, outer, ch, inner, mx);
+	for (int64_t c = 0; c < ch; c++) {
+		all = fmaxf(all, mx[c]);
+		sc[c] = mx[c] > 0 ? (double)mx[c] / 127 : 1;
+	}
+	sqnr_sums(fv, outer, ch, inner, all > 0 ? (double)all / 127 : 1, sc, sig, et, ec);
+	*tensor_db = mean_db(sig, et, ch);
+	*channel_db = mean_db(sig, ec, ch);
+	free(mx);
+	free(sc);
+	free(sig);
+	free(et);
+	free(ec);
 }
 
 int qc_per_channel(Model *m, const QuantOpts *o, QuantReport *rep, const Onnx__TensorProto *w, int axis)
@@ -683,7 +824,8 @@ int qc_per_channel(Model *m, const QuantOpts *o, QuantReport *rep, const Onnx__T
 		outer *= w->dims[k];
 	for (size_t k = (size_t)axis + 1; k < w->n_dims; k++)
 		inner *= w->dims[k];
-	double t = sym8_sqnr(&v, outer, ch, inner, 0), c = sym8_sqnr(&v, outer, ch, inner, 1);
+	double t, c;
+	sym8_sqnr(&v, outer, ch, inner, &t, &c);
 	qc_float_done(&v);
 	int pc = t < PC_AUTO_DB && c > t;
 	if (rep) {

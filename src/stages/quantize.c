@@ -221,16 +221,27 @@ void quant_json(StrBuf *sb, const char *model, const QuantOpts *o, const CalibSt
 		sb_printf(sb, ",\n  \"per_channel\": %s,\n  \"reduce_range\": %s",
 			  o->per_channel == PC_AUTO ? "\"auto\"" : o->per_channel ? "true" : "false",
 			  o->reduce_range ? "true" : "false");
-	if (rep->auto_pc.len)
-		sb_printf(sb, ",\n  \"per_channel_auto\": [\n    %s\n  ]", rep->auto_pc.buf);
-	else
+	/* the lists (a node per entry) by sb_add: through printf's %s they
+	 * were measured, then copied, a character at a time */
+	if (rep->auto_pc.len) {
+		sb_puts(sb, ",\n  \"per_channel_auto\": [\n    ");
+		sb_add(sb, rep->auto_pc.buf, rep->auto_pc.len);
+		sb_puts(sb, "\n  ]");
+	} else {
 		sb_printf(sb, ",\n  \"keep_io_types\": %s", o->keep_io_types ? "true" : "false");
+	}
 	sb_printf(sb, ",\n  \"target\": \"%s\"", o->target_gpu ? "gpu" : "cpu");
 	sb_printf(sb, ",\n  \"size_before\": %lld,\n  \"size_after\": %lld", before, after);
 	sb_printf(sb, ",\n  \"nodes_quantized\": %zu,\n  \"nodes_folded\": %zu,\n  \"nodes_skipped\": %zu",
 		  rep->nquantized, rep->nfolded, rep->nskipped);
-	sb_printf(sb, ",\n  \"nodes\": [\n    %s\n  ]", rep->nodes.len ? rep->nodes.buf : "");
-	sb_printf(sb, ",\n  \"tensors\": {\n    %s\n  }\n}\n", rep->tensors.len ? rep->tensors.buf : "");
+	sb_puts(sb, ",\n  \"nodes\": [\n    ");
+	if (rep->nodes.len)
+		sb_add(sb, rep->nodes.buf, rep->nodes.len);
+	sb_puts(sb, "\n  ]");
+	sb_puts(sb, ",\n  \"tensors\": {\n    ");
+	if (rep->tensors.len)
+		sb_add(sb, rep->tensors.buf, rep->tensors.len);
+	sb_puts(sb, "\n  }\n}\n");
 }
 
 static int run(StageCtx *c)

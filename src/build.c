@@ -335,9 +335,13 @@ static _Noreturn void prehash_child(Build *b, int fd)
 }
 
 /* start hashing the declared inputs of the needed actions that wait for
- * another action (the first stage's are hashed at once anyway) */
+ * another action (the first stage's are hashed at once anyway); not with
+ * -j1 or under make's jobserver, whose budget is one process at a time or
+ * not ours */
 static void prehash_start(Build *b)
 {
+	if (b->o->jobs < 2 || b->o->jobserver)
+		return;
 	int any = 0;
 	for (size_t i = 0; i < b->nacts && !any; i++)
 		any = b->acts[i]->needed && b->acts[i]->in && b->acts[i]->stage->declared_inputs;

@@ -64,20 +64,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-def varint(v):
-    out = b""
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-def field(num, wt, payload):
-    if wt == 2:
-        return varint(num << 3 | 2) + varint(len(payload)) + payload
-    return varint(num << 3 | wt) + payload
+from pbwire import field, varint
 
 def model(nodes, inputs, outputs, inits=(), opset=13, **kw):
     g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
@@ -181,7 +168,7 @@ for o in s.run(None, feeds):
 EOF
 
 for what in packed newfields; do
-	if ! "$PY" mk.py $what $what.onnx 2> err; then
+	if ! PYTHONPATH="$ROOT/tests/lib" "$PY" mk.py $what $what.onnx 2> err; then
 		fail "roundtrip_$what" "cannot build the model: $(tail -n1 err)"
 		continue
 	fi
@@ -225,7 +212,7 @@ else
 fi
 
 # ---- 3. external data: out, across directories, back in ----
-if "$PY" mk.py ext ext.onnx 2> err && "$PY" run.py ext.onnx > ref.txt 2>> err; then
+if PYTHONPATH="$ROOT/tests/lib" "$PY" mk.py ext ext.onnx 2> err && "$PY" run.py ext.onnx > ref.txt 2>> err; then
 	if "$Q" convert ext.onnx x.onnx --external-data x.bin --threshold 1K 2> err; then
 		# W1 (8 KiB), W2 (2 KiB) go out; B1 (128 B) and S stay inline
 		n=$("$PY" -c '
@@ -357,7 +344,7 @@ onnx.save(m, sys.argv[2])
 done
 
 # ---- 4. a tensor 3 GiB into a sparse external file ----
-if "$PY" mk.py far far.onnx 2> err; then
+if PYTHONPATH="$ROOT/tests/lib" "$PY" mk.py far far.onnx 2> err; then
 	"$PY" run.py far.onnx > far_ref.txt 2> err_ort
 	if "$Q" convert far.onnx far_in.onnx --inline 2> err && "$PY" -c '
 import sys, onnx, numpy as np

@@ -19,7 +19,7 @@ if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
 fi
 cd "$TMPD" || exit 2
 
-"$PY" - <<'EOF' || fail "one-piece model saves: the models" "mk failed"
+PYTHONPATH="$ROOT/tests/lib" "$PY" - <<'EOF' || fail "one-piece model saves: the models" "mk failed"
 import numpy as np, onnx
 from onnx import helper as h, TensorProto as T, numpy_helper as nh
 rng = np.random.default_rng(3)
@@ -51,15 +51,7 @@ data = m.SerializeToString()
 open("canon.onnx", "wb").write(data)
 # the same model with an unknown field (99) first in its graph: protobuf-c
 # keeps it, last
-def varint(v):
-    out = b""
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
+from pbwire import varint
 gb = (varint(99 << 3) + varint(7)) + m.graph.SerializeToString()
 rest = onnx.ModelProto()
 rest.CopyFrom(m)

@@ -14,6 +14,15 @@
 #define QM_VERSION "0.1.0"
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* target_clones: the function compiled once more per named target, the
+ * copy chosen where the program loads (an ifunc: GCC on x86-64 Linux);
+ * elsewhere one default copy */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define QM_CLONES(...) __attribute__((target_clones(__VA_ARGS__)))
+#else
+#define QM_CLONES(...)
+#endif
+
 /* program name used as the prefix of diagnostics */
 extern const char *argv0;
 

@@ -1107,11 +1107,7 @@ typedef struct DwArgs {
 	float *y;
 } DwArgs;
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define NN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define NN_CLONES
-#endif
+#define NN_CLONES QM_CLONES("arch=x86-64-v3", "default")
 
 typedef float nn_v8 __attribute__((vector_size(32)));
 typedef float nn_v4 __attribute__((vector_size(16)));

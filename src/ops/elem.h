@@ -24,6 +24,7 @@
 
 #include "ops/bcast.h"
 #include "ops/op.h"
+#include "util.h"
 
 #define ELEM_FLOATS(X) X(DT_FLOAT, float) X(DT_DOUBLE, double)
 #define ELEM_SINTS(X) X(DT_INT8, int8_t) X(DT_INT16, int16_t) X(DT_INT32, int32_t) \
@@ -39,11 +40,7 @@
 /* Kernels with float loops get an AVX2 clone chosen when the program loads
  * (GCC function multiversioning), besides the baseline x86-64 one. Both
  * give the same bits: no FMA contraction in ISO C mode, same IEEE ops. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define ELEM_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define ELEM_CLONES
-#endif
+#define ELEM_CLONES QM_CLONES("avx2", "default")
 
 /* for (i = 0; i < n; i++) body, written as blocks of 16 so that GCC's -O2
  * (very cheap) vectorizer takes the loop; body sees int64_t i. The body must

@@ -21,11 +21,7 @@
  * the program loads: the same IEEE operations in the same order on every
  * path (no FMA contraction in ISO C mode), so every clone, and the scalar
  * tails, give the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define NORM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define NORM_CLONES
-#endif
+#define NORM_CLONES QM_CLONES("avx512f", "avx2", "default")
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v16f __attribute__((vector_size(64)));
 typedef double v8d __attribute__((vector_size(64)));

@@ -253,11 +253,7 @@ static void pool_fast_planes(void *arg, int64_t lo, int64_t hi)
  * value where the input is not greater, so NaN inputs are skipped as in
  * pool_fast_planes. 16 lanes at a time (GCC vector extensions), with AVX-512
  * and AVX2 clones chosen where the program loads. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define POOL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define POOL_CLONES
-#endif
+#define POOL_CLONES QM_CLONES("avx512f", "avx2", "default")
 typedef float v16f __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 

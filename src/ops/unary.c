@@ -78,11 +78,7 @@ UNARY(k_erf64, UN_F64(erf(v)))
  * Measured against erf() in double on all 2^32 floats: max error 3.7e-7
  * absolute, 6.2 ulp of the result, at 0.502 (where Abramowitz-Stegun 7.1.26
  * takes over from the series); NaN stays NaN, +-inf give +-1. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define ERF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ERF_CLONES
-#endif
+#define ERF_CLONES QM_CLONES("avx512f", "avx2", "default")
 typedef float v16f __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 typedef uint32_t v16u __attribute__((vector_size(64)));

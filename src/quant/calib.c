@@ -42,7 +42,7 @@
 
 #pragma GCC optimize("no-trapping-math", "no-math-errno", "vect-cost-model=dynamic")
 
-#define CALIB_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define CALIB_CLONES QM_CLONES("arch=x86-64-v3", "default")
 
 enum {
 	CHUNK = 1024,           /* elements binned at a time */

@@ -190,11 +190,7 @@ Onnx__TensorProto *qc_proto_take(Tensor *t, const char *name)
  * a 1 GiB weight never has more than DROP values of it resident. */
 enum { RUN = 1 << 16, DROP = 1 << 22 };
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define QC_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define QC_CLONES
-#endif
+#define QC_CLONES QM_CLONES("avx2", "default")
 typedef float qc_v8f __attribute__((vector_size(32)));
 typedef int32_t qc_v8i __attribute__((vector_size(32)));
 

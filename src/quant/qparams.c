@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "onnx/model.h"
+#include "util.h"
 
 void qrange(int dtype, int symmetric, int reduce_range, int *qmin, int *qmax)
 {
@@ -82,11 +83,7 @@ static inline float round_even(float y)
  * here), with an AVX2 clone chosen where the program loads: every value
  * is its own IEEE operations either way (no FMA contraction in ISO C
  * mode), so the bytes are those of one value at a time. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define QP_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define QP_CLONES
-#endif
+#define QP_CLONES QM_CLONES("avx2", "default")
 #define QUANT_ONE(T, i) {                                                      \
 		float q = round_even(x[i] / s) + zp;                           \
 		q = q < lo ? lo : q;                                           \

@@ -136,11 +136,7 @@ static int same_shape(const Tensor *a, const Tensor *b)
 	return 1;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define CMP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define CMP_CLONES
-#endif
+#define CMP_CLONES QM_CLONES("avx512f", "avx2", "default")
 typedef double v8d __attribute__((vector_size(64)));
 typedef int64_t v8l __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));

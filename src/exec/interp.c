@@ -1117,17 +1117,11 @@ static const Tensor *same_folded(Interp *ip, const Tensor *t)
 	return NULL;
 }
 
-/* A Constant node's value as t, borrowing the attribute's bytes where they
- * can be read in place (raw_data, aligned, as load_consts borrows an
- * initializer's): silero-vad's 2 MiB of Constant weights were copied into
- * fresh pages, twice per calibration (an interpreter per worker), and the
- * page faults were most of planning it. 1 when borrowed, else 0. */
-static int borrow_constant(const Onnx__NodeProto *n, Tensor *t)
+/* t borrows tp's bytes where they can be read in place: raw_data (which
+ * protobuf-c allocated, aligned), of a fixed-size type and its shape's
+ * length. 1 when borrowed, 0 when not borrowable, -1 after error(). */
+static int borrow_proto(const Onnx__TensorProto *tp, Tensor *t)
 {
-	if (strcmp(n->op_type, "Constant") || (n->domain && n->domain[0]) || n->n_attribute != 1 ||
-	    strcmp(n->attribute[0]->name, "value") || !n->attribute[0]->t)
-		return 0;
-	const Onnx__TensorProto *tp = n->attribute[0]->t;
 	int dt = tp->has_data_type ? tp->data_type : 0;
 	int64_t num = tensor_proto_numel(tp);
 	if ((tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) ||
@@ -1135,7 +1129,20 @@ static int borrow_constant(const Onnx__NodeProto *n, Tensor *t)
 	    tp->n_dims > QM_MAX_RANK || tp->raw_data.len != dtype_nbytes(dt, num) ||
 	    (uintptr_t)tp->raw_data.data % 16)
 		return 0;
-	return tensor_borrow(t, dt, (int)tp->n_dims, tp->dims, tp->raw_data.data) == 0;
+	return tensor_borrow(t, dt, (int)tp->n_dims, tp->dims, tp->raw_data.data) < 0 ? -1 : 1;
+}
+
+/* A Constant node's value as t, borrowing the attribute's bytes as
+ * load_consts borrows an initializer's: silero-vad's 2 MiB of Constant
+ * weights were copied into fresh pages, twice per calibration (an
+ * interpreter per worker), and the page faults were most of planning it.
+ * 1 when borrowed, else 0. */
+static int borrow_constant(const Onnx__NodeProto *n, Tensor *t)
+{
+	if (strcmp(n->op_type, "Constant") || (n->domain && n->domain[0]) || n->n_attribute != 1 ||
+	    strcmp(n->attribute[0]->name, "value") || !n->attribute[0]->t)
+		return 0;
+	return borrow_proto(n->attribute[0]->t, t) == 1;
 }
 
 /* Constant folding: a node whose inputs are all initializers or folded
@@ -1519,20 +1526,15 @@ static int load_consts(Interp *ip)
 				continue;
 			const Onnx__TensorProto *tp = p->g->initializer[p->vals[s].init];
 			Tensor *t = &p->consts[s];
-			/* raw_data that protobuf-c allocated is aligned: borrow it
-			 * rather than hold every weight twice */
-			int dt = tp->has_data_type ? tp->data_type : 0;
-			int64_t n = tensor_proto_numel(tp);
+			/* borrowed rather than every weight held twice */
 			int ext = tp->has_data_location &&
 				  tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-			if (!ext && tp->has_raw_data && n > 0 && dt > 0 && dt != DT_STRING && dtype_bits(dt) &&
-			    tp->n_dims <= QM_MAX_RANK && tp->raw_data.len == dtype_nbytes(dt, n) &&
-			    (uintptr_t)tp->raw_data.data % 16 == 0) {
-				if (tensor_borrow(t, dt, (int)tp->n_dims, tp->dims, tp->raw_data.data) < 0)
-					return error_prefix("initializer '%s'", vname(&p->vals[s]));
-			} else if (tensor_load_proto(ip->m, tp, t) < 0) {
+			int b = borrow_proto(tp, t);
+			if (b == 0)
+				b = tensor_load_proto(ip->m, tp, t) < 0 ? -1 : 0;
+			if (b < 0)
 				return error_prefix("initializer '%s'", vname(&p->vals[s]));
-			} else if (ext) {
+			if (b == 0 && ext) {
 				/* copied: give the mapped pages back (a later reader
 				 * faults them in again from the file) */
 				const void *d;

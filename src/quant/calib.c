@@ -1030,7 +1030,6 @@ static int run_parallel(Pass *p, SampleIter *it, uint64_t *idx)
 	Shared sh = {.p = p, .it = it, .lock = PTHREAD_MUTEX_INITIALIZER, .next = *idx, .err_at = UINT64_MAX};
 	Worker *w = xcalloc(nw, sizeof *w);
 	w[0] = (Worker){.sh = &sh, .ip = p->ip, .col = p->col};
-	int r = 0;
 	for (size_t k = 1; k < nw; k++) {
 		w[k].sh = &sh;
 		w[k].col = &w[k].own;
@@ -1050,7 +1049,7 @@ static int run_parallel(Pass *p, SampleIter *it, uint64_t *idx)
 	/* a worker that could not start left its share to the others */
 	for (size_t k = 1; k < nw; k++) {
 		const CalibStats *s = p->col->s;
-		for (size_t i = 0; r == 0 && i < s->n; i++) {
+		for (size_t i = 0; i < s->n; i++) {
 			TensorStats *dst = &s->t[i], *src = &w[k].own.s->t[i];
 			if (!p->col->fixed[i]) {
 				merge_stats(s, dst, src);
@@ -1069,8 +1068,7 @@ static int run_parallel(Pass *p, SampleIter *it, uint64_t *idx)
 	}
 	free(w);
 	*idx = sh.next;
-	if (r == 0 && sh.err_at != UINT64_MAX)
-		r = error("%s", sh.err);
+	int r = sh.err_at != UINT64_MAX ? error("%s", sh.err) : 0;
 	free(sh.err);
 	pthread_mutex_destroy(&sh.lock);
 	return r;

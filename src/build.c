@@ -58,6 +58,8 @@ typedef struct Action {
 	struct timespec start_real;
 	int tries;
 	char *why;             /* reason it runs, for --explain and -n */
+	char *pre;             /* its declared inputs' key lines, hashed ahead
+				  (see prehash_child), or NULL */
 } Action;
 
 typedef struct Build {
@@ -82,6 +84,7 @@ typedef struct Build {
 	char *slot_busy;
 	size_t nslots;
 	struct Prehash *ph;    /* declared inputs being hashed ahead, or NULL */
+	int ph_trust;          /* no command of this build may change them */
 } Build;
 
 static volatile sig_atomic_t got_signal;
@@ -288,6 +291,38 @@ static int cmpstr(const void *x, const void *y)
 	return strcmp(*(char *const *)x, *(char *const *)y);
 }
 
+static int in_build_dir(const Build *b, const char *path);
+
+/* The key lines of a's declared input files (sorted, each once): "file
+ * HASH PATH". -1 when one cannot be listed or hashed; ahead (the prehash
+ * child), 1 when one lies in the build directory. */
+static int declared_lines(Build *b, const Action *a, StrBuf *sb, int ahead)
+{
+	char hex[HASH_HEX_LEN];
+	PtrVec files = {0};
+	int r = a->stage->declared_inputs(a->model, b->p->root, &files);
+	for (size_t i = 0; r == 0 && ahead && i < files.n; i++)
+		r = in_build_dir(b, files.v[i]);
+	if (r == 0 && files.n > 1)
+		qsort(files.v, files.n, sizeof *files.v, cmpstr);
+	for (size_t i = 0; r == 0 && i < files.n; i++) {
+		Hash h;
+		if (i && !strcmp(files.v[i], files.v[i - 1]))
+			continue;
+		if (statcache_hash(b->sc, files.v[i], &h) < 0) {
+			r = -1;
+			break;
+		}
+		sb_puts(sb, "file ");
+		sb_puts(sb, hash_hex(h, hex));
+		sb_putc(sb, ' ');
+		sb_puts(sb, files.v[i]);
+		sb_putc(sb, '\n');
+	}
+	pv_free_all(&files);
+	return r;
+}
+
 /* ---- declared inputs hashed ahead ----
  *
  * A later stage's declared inputs (calibrate's and verify's data: a
@@ -295,36 +330,64 @@ static int cmpstr(const void *x, const void *y)
  * run, since the key also holds the input model's hash: a fresh
  * 1000-sample build spent 14-44 ms there, one core idle. A child process
  * forked at the start now lists and hashes them beside the first stages
- * and hands the stat cache's new entries over a pipe; when a key needs
- * them, the build takes them in and finds every hash there (the stat
- * cache checks size and times again, so a file changed meanwhile is
- * hashed anew). A process, not a thread: the stages are forked meanwhile,
- * and a fork must not catch another thread holding a lock (a child of an
- * ASan build waited forever for its allocator). Errors are left to
- * make_key, which reports them as before. */
+ * and hands the stat cache's new entries over a pipe, with each action's
+ * key lines. When a key needs them, the build takes the lines as they
+ * are: stat-ing a thousand samples again cost 2-4 ms there. If an export
+ * command of this build may have written them meanwhile (or they lie in
+ * the build directory) the lines are not trusted and the files are
+ * stat-ed again: the stat cache then finds the hash of each file that did
+ * not change and hashes anew one that did. A process, not a thread: the
+ * stages are forked meanwhile, and a fork must not catch another thread
+ * holding a lock (a child of an ASan build waited forever for its
+ * allocator). Errors are left to make_key, which reports them as before. */
 typedef struct Prehash {
 	pid_t pid;
 	int fd;                /* the pipe's read end */
 } Prehash;
 
+/* is root-relative path inside the build directory (whose files this
+ * build writes) */
+static int in_build_dir(const Build *b, const char *path)
+{
+	const char *bd = b->o->build_dir;
+	char *full = bd[0] == '/' ? path_join(b->p->root, path) : NULL;
+	const char *p = full ? full : path;
+	size_t n = strlen(bd);
+	while (n > 1 && bd[n - 1] == '/')
+		n--;
+	int in = !strncmp(p, bd, n) && (p[n] == '/' || !p[n]);
+	free(full);
+	return in;
+}
+
+static void put_u64(StrBuf *sb, uint64_t v)
+{
+	sb_add(sb, &v, sizeof v);
+}
+
 static _Noreturn void prehash_child(Build *b, int fd)
 {
+	StrBuf lists = {0};
 	for (size_t i = 0; i < b->nacts; i++) {
 		const Action *a = b->acts[i];
 		if (!a->needed || !a->in || !a->stage->declared_inputs)
 			continue;
-		PtrVec files = {0};
-		if (a->stage->declared_inputs(a->model, b->p->root, &files) == 0)
-			for (size_t k = 0; k < files.n; k++) {
-				Hash h;
-				(void)statcache_hash(b->sc, files.v[k], &h);
-			}
-		pv_free_all(&files);
+		StrBuf sb = {0};
+		if (declared_lines(b, a, &sb, 1) == 0) {
+			put_u64(&lists, i);
+			put_u64(&lists, sb.len);
+			sb_add(&lists, sb.buf, sb.len);
+		}
+		sb_release(&sb);
 	}
 	size_t len, off = 0;
-	char *data = statcache_fresh(b->sc, &len);
-	while (off < len) {
-		ssize_t n = write(fd, data + off, len - off);
+	char *sc = statcache_fresh(b->sc, &len);
+	StrBuf all = {0};
+	put_u64(&all, len);
+	sb_add(&all, sc, len);
+	sb_add(&all, lists.buf, lists.len);
+	while (off < all.len) {
+		ssize_t n = write(fd, all.buf + off, all.len - off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -345,6 +408,12 @@ static void prehash_start(Build *b)
 	int any = 0;
 	for (size_t i = 0; i < b->nacts && !any; i++)
 		any = b->acts[i]->needed && b->acts[i]->in && b->acts[i]->stage->declared_inputs;
+	/* an export command may write what a later stage reads: then the
+	 * files are checked again when the key needs them (see make_key) */
+	b->ph_trust = 1;
+	for (size_t i = 0; i < b->nacts; i++)
+		if (b->acts[i]->needed && b->acts[i]->stage == &stage_export && sec_get(b->acts[i]->model, "export"))
+			b->ph_trust = 0;
 	int pfd[2];
 	if (!any || pipe2(pfd, O_CLOEXEC) < 0)
 		return;
@@ -361,6 +430,32 @@ static void prehash_start(Build *b)
 	}
 	b->ph = xmalloc(sizeof *b->ph);
 	*b->ph = (Prehash){pid, pfd[0]};
+}
+
+static int get_u64(const char **p, const char *end, uint64_t *v)
+{
+	if ((size_t)(end - *p) < sizeof *v)
+		return -1;
+	memcpy(v, *p, sizeof *v);
+	*p += sizeof *v;
+	return 0;
+}
+
+/* what prehash_child wrote: the stat cache's new entries, then each
+ * action's key lines */
+static void prehash_take(Build *b, const char *data, size_t len)
+{
+	const char *p = data, *end = data + len;
+	uint64_t n, i;
+	if (get_u64(&p, end, &n) < 0 || n > (size_t)(end - p) || statcache_merge(b->sc, p, n) < 0)
+		return;
+	p += n;
+	while (get_u64(&p, end, &i) == 0 && get_u64(&p, end, &n) == 0 && i < b->nacts && n <= (size_t)(end - p)) {
+		Action *a = b->acts[i];
+		free(a->pre);
+		a->pre = xstrndup(p, n);
+		p += n;
+	}
 }
 
 /* the hashes taken in (all, or none if the child failed) and the child
@@ -383,7 +478,7 @@ static void prehash_finish(Build *b, int kill_it)
 	while (waitpid(ph->pid, &st, 0) < 0 && errno == EINTR)
 		;
 	if (!kill_it && WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		(void)statcache_merge(b->sc, sb.buf, sb.len);
+		prehash_take(b, sb.buf, sb.len);
 	sb_release(&sb);
 	free(ph);
 	b->ph = NULL;
@@ -430,32 +525,11 @@ static int make_key(Build *b, Action *a)
 			sb_putc(&sb, '\n');
 		}
 	if (a->stage->declared_inputs) {
-		PtrVec files = {0};
 		if (a->in)
 			prehash_finish(b, 0);
-		if (a->stage->declared_inputs(a->model, b->p->root, &files) < 0) {
-			sb_release(&sb);
-			return -1;
-		}
-		if (files.n > 1)
-			qsort(files.v, files.n, sizeof *files.v, cmpstr);
-		int r = 0;
-		for (size_t i = 0; i < files.n; i++) {
-			Hash h;
-			if (r == 0 && statcache_hash(b->sc, files.v[i], &h) < 0)
-				r = -1;
-			if (r == 0 && (i == 0 || strcmp(files.v[i], files.v[i - 1]))) {
-				sb_puts(&sb, "file ");
-				sb_puts(&sb, hash_hex(h, hex));
-				sb_putc(&sb, ' ');
-				sb_puts(&sb, files.v[i]);
-				sb_putc(&sb, '\n');
-			}
-		}
-		for (size_t i = 0; i < files.n; i++)
-			free(files.v[i]);
-		pv_free(&files);
-		if (r < 0) {
+		if (a->pre && b->ph_trust) {
+			sb_puts(&sb, a->pre);
+		} else if (declared_lines(b, a, &sb, 0) < 0) {
 			sb_release(&sb);
 			return -1;
 		}
@@ -1284,6 +1358,7 @@ static void teardown(Build *b)
 			action_rec_free(&a->rec);
 		free(a->keytext);
 		free(a->why);
+		free(a->pre);
 		sb_release(&a->log);
 		free(a);
 	}

@@ -5,7 +5,9 @@
 # with its batch dimension fixed to 1, which cannot be batched. A model
 # whose first dimension is not a batch (a ReduceSum over it) must fall back
 # to one sample at a time; samples of another shape than the probed ones
-# run alone; a bad sample in the middle of a batch is still named.
+# run alone; a bad sample in the middle of a batch is still named. Inputs
+# batched on another axis than the first, beside shared scalar inputs
+# (silero-vad's shape), are stacked too (see 'a batch on another axis').
 . "$(dirname "$0")/lib/common.sh"
 mktmp
 Q=$QUANTMAKE
@@ -399,4 +401,156 @@ if QUANTMAKE_CACHE=$W/cache "$Q" -C "$W" -j2 m:calibrate > "$W/log2" 2>&1 && gre
 	pass "a sample edited behind a link calibrates again"
 else
 	fail "a sample edited behind a link calibrates again" "$(tail -2 "$W/log2")"
+fi
+
+# ---- a batch on another axis, shared inputs (silero-vad's shape) ----
+# Inputs x [B,8] (batch on axis 0), h [2,B,6] (on axis 1), sr int64 []
+# feeding an Equal and an If, gain float [1]: x and h are stacked along
+# their axes, sr and gain fed once per batch (every sample of a batch has
+# the same bytes for them). The If's then branch slices a Constant (the
+# same tensor every run: counted per sample) and returns the state on axis
+# 1. The one-at-a-time reference is the model with every dimension fixed
+# (nothing to stack). Variants that cannot batch: gg, a float activation of
+# the shared gain alone (does not grow with the batch), and r, a sum over
+# h's batch axis.
+A=$TMPD/axis
+mkdir -p "$A"
+if ! "$PY" - "$TMPD" <<'EOF' 2>"$A/mk.err"
+import os, sys
+import numpy as np
+import onnx
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+D = sys.argv[1]
+r = np.random.default_rng(11)
+N, H = 8, 6
+W2 = nh.from_array((r.standard_normal((N, H)) * 0.5).astype(np.float32), "W2")
+Wfull = nh.from_array((r.standard_normal((2 * N, H)) * 0.5).astype(np.float32))
+vi = lambda n: h.make_tensor_value_info(n, T.FLOAT, None)
+then = h.make_graph([h.make_node("Constant", [], ["wfull"], value=Wfull),
+                     h.make_node("Slice", ["wfull", "zero1", "n1", "zero1"], ["w"]),
+                     h.make_node("MatMul", ["x", "w"], ["a"]),
+                     h.make_node("ReduceSum", ["h", "zero1"], ["hs"], keepdims=0),
+                     h.make_node("Add", ["a", "hs"], ["s"]),
+                     h.make_node("Tanh", ["s"], ["z"]),
+                     h.make_node("Mul", ["z", "gain"], ["zg"]),
+                     h.make_node("Sigmoid", ["s"], ["sg"]),
+                     h.make_node("Unsqueeze", ["zg", "zero1"], ["u1"]),
+                     h.make_node("Unsqueeze", ["sg", "zero1"], ["u2"]),
+                     h.make_node("Concat", ["u1", "u2"], ["t_hn"], axis=0)],
+                    "then", [], [vi("zg"), vi("t_hn")])
+els = h.make_graph([h.make_node("MatMul", ["x", "W2"], ["a2"]),
+                    h.make_node("Relu", ["a2"], ["e"]),
+                    h.make_node("Mul", ["e", "gain"], ["em"]),
+                    h.make_node("Mul", ["h", "half"], ["e_hn"])],
+                   "else", [], [vi("em"), vi("e_hn")])
+ints = lambda name, v: nh.from_array(np.array(v, np.int64), name)
+def model(path, fixed, variant):
+    b = 1 if fixed else "B"
+    nodes = [h.make_node("Equal", ["sr", "rate"], ["cond"]),
+             h.make_node("If", ["cond"], ["yi", "hn"], then_branch=then, else_branch=els)]
+    outs = [vi("y"), vi("hn")]
+    if variant == "gg":    # an activation of the shared input alone
+        nodes += [h.make_node("Mul", ["gain", "gain"], ["gg"]), h.make_node("Mul", ["yi", "gg"], ["y"])]
+    else:
+        nodes += [h.make_node("Identity", ["yi"], ["y"])]
+    if variant == "red":   # a sum over h's batch axis
+        nodes += [h.make_node("ReduceSum", ["h", "one1"], ["r"], keepdims=1), h.make_node("Add", ["h", "r"], ["hr"])]
+        outs += [vi("hr")]
+    g = h.make_graph(nodes, "axis",
+                     [h.make_tensor_value_info("x", T.FLOAT, [b, N]), h.make_tensor_value_info("h", T.FLOAT, [2, b, H]),
+                      h.make_tensor_value_info("sr", T.INT64, []), h.make_tensor_value_info("gain", T.FLOAT, [1])],
+                     outs, [W2, ints("rate", 16000), ints("zero1", [0]), ints("one1", [1]), ints("n1", [N]),
+                            nh.from_array(np.float32(0.5), "half")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 7
+    os.makedirs(path + "/rules")
+    onnx.save(m, path + "/model.onnx")
+for name, variant in (("ax", ""), ("gg", "gg"), ("red", "red")):
+    model("%s/%s" % (D, name if name != "red" else "axred"), False, variant)
+    model("%s/%s1" % (D, name if name != "red" else "axred"), True, variant)
+# 400 samples: after a probe of 64, five batches of 64 and one of 16 (for
+# 3 workers); axsr: samples 101-110 and 251 at another rate (they run
+# alone, the else branch); axsr0: sample 6 at another rate (in the probe)
+for data, odd in (("axdata", ()), ("axsr", tuple(range(100, 110)) + (250,)), ("axsr0", (5,))):
+    os.makedirs("%s/%s" % (D, data))
+    for i in range(400):
+        np.savez("%s/%s/s%03d.npz" % (D, data, i),
+                 x=(r.standard_normal((1, N)) * (1 + i % 5)).astype(np.float32),
+                 h=r.standard_normal((2, 1, H)).astype(np.float32),
+                 sr=np.array(8000 if i in odd else 16000, np.int64), gain=np.array([0.75], np.float32))
+EOF
+then
+	fail "axis batching: make models" "$(tail -3 "$A/mk.err")"
+else
+	# close PROJECT REF: the statistics of the same tensors, the same counts
+	# and ranges, min and max within 1e-5 of their magnitude and histograms
+	# within 1e-4 of the count (a MatMul of 64 rows may round otherwise)
+	cat > "$A/close.py" <<'EOF'
+import struct, sys
+import numpy as np
+def load(path):
+    b = open(path, "rb").read()
+    n, nb, ns = struct.unpack_from("<IIQ", b, 8)
+    o, got = 24, {}
+    for _ in range(n):
+        l, = struct.unpack_from("<I", b, o); name = b[o + 4:o + 4 + l].decode(); o += 4 + l
+        cnt, nf, mn, mx, r = struct.unpack_from("<QQffd", b, o); o += 32
+        got[name] = (cnt, nf, r, mn, mx, np.frombuffer(b, "<u8", nb, o).astype(np.int64)); o += 8 * nb
+    return ns, got
+(ns, got), (ns1, want) = load(sys.argv[1]), load(sys.argv[2])
+assert ns == ns1 and sorted(got) == sorted(want), (ns, ns1, sorted(set(got) ^ set(want)))
+for k, w in want.items():
+    g = got[k]
+    assert g[:3] == w[:3], (k, g[:3], w[:3])
+    big = max(abs(w[3]), abs(w[4]))
+    assert abs(g[3] - w[3]) <= 1e-5 * big and abs(g[4] - w[4]) <= 1e-5 * big, (k, g[3:5], w[3:5])
+    assert np.abs(g[5] - w[5]).sum() <= 1e-4 * w[0], (k, np.abs(g[5] - w[5]).sum(), w[0])
+assert want["w"][0] == 8 * 6 * int(sys.argv[3]), want["w"][:1]  # the sliced Constant, once per sample that took it
+EOF
+	for spec in "ax axdata 400" "ax axsr 389" "ax axsr0 399"; do
+		set -- $spec
+		rm -rf "$TMPD/$1/cache" "$TMPD/$1/build" "$TMPD/${1}1/cache" "$TMPD/${1}1/build"
+		if ! calib "$1" "$2" || ! calib "${1}1" "$2"; then
+			fail "axis batching: calibrate $1 on $2" "$(tail -2 "$TMPD/$1/log" "$TMPD/${1}1/log")"
+			continue
+		fi
+		case $2 in
+		axsr0) want="one sample at a time: samples differ in shared input sr" what="a shared input that differs in the probe stops batching" ;;
+		*) want="batches of 64 samples (input 'h' stacked on axis 1, 'sr' shared, 'gain' shared)"
+		   what="x on axis 0, h on axis 1, sr and gain shared are stacked into batches ($2)" ;;
+		esac
+		if grep -qF "calibrate: $want" "$TMPD/$1/log" && ! grep -q "batches of" "$TMPD/${1}1/log"; then
+			pass "$what"
+		else
+			fail "$what" "$(grep -h calibrate: "$TMPD/$1/log" "$TMPD/${1}1/log" | tr '\n' ' ')"
+		fi
+		if "$PY" "$A/close.py" "$(stats "$1")" "$(stats "${1}1")" "$3" > "$A/close.out" 2>&1; then
+			pass "axis batching: statistics on $2 are those of one sample at a time"
+		else
+			fail "axis batching: statistics on $2 are those of one sample at a time" "$(tail -1 "$A/close.out")"
+		fi
+		[ "$2" = axsr0 ] && continue
+		cp "$(stats "$1")" "$A/$2.j1"
+		for j in 2 3; do
+			rm -rf "$TMPD/$1/cache" "$TMPD/$1/build"
+			if JOBS=$j calib "$1" "$2" && grep -q "calibrate: [23] workers side by side" "$TMPD/$1/log" &&
+				cmp -s "$(stats "$1")" "$A/$2.j1"; then
+				pass "axis batching: $2 with -j$j gives the bytes of -j1"
+			else
+				fail "axis batching: $2 with -j$j gives the bytes of -j1" "$(tail -3 "$TMPD/$1/log")"
+			fi
+		done
+	done
+	for spec in "gg gg" "axred r"; do
+		set -- $spec
+		if calib "$1" axdata && calib "${1}1" axdata &&
+			grep -q "calibrate: one sample at a time: the stacked dimensions are not a batch dimension: activation $2\$" \
+				"$TMPD/$1/log"; then
+			pass "axis batching: activation $2 (not growing with the batch) falls back to one at a time"
+		else
+			fail "axis batching: activation $2 (not growing with the batch) falls back to one at a time" \
+				"$(grep -h calibrate: "$TMPD/$1/log" | tr '\n' ' ')"
+		fi
+		check "axis batching: $1's statistics are those of the fixed model" cmp "$(stats "$1")" "$(stats "${1}1")"
+	done
 fi

@@ -16,16 +16,25 @@
  * statistics are taken once and multiplied at the end. Without histograms
  * (the minmax method) a tap is the scan alone.
  *
- * Samples are stacked into batches when every model input has a symbolic
- * first dimension and a probe shows the model treats it as a batch: the
- * first samples run one at a time (their statistics are the reference) and
- * once more stacked; every float activation must then grow by the number
- * of samples stacked (the batch may move to another axis, as in attention
- * heads, but nothing may be summed or broadcast over it), and the outputs
- * must be the one-at-a-time outputs stacked (within 1e-4 of their largest
- * magnitude; a BLAS may sum in another order for another batch size). The
- * batch size is bounded by the activation memory of one sample, so peak
- * memory does not grow with the calibration set. */
+ * Samples are stacked into batches when a probe shows the model treats
+ * them as one. Each input is stacked along its batch axis, its first
+ * symbolic dimension (silero-vad's state [2,?,128] on axis 1); an input
+ * without one (silero-vad's sample rate, a scalar; a fixed shape) is
+ * shared: fed once, and only samples with the same bytes for it share a
+ * batch. The probe holds the first batch of samples: the first REFS run
+ * alone (the reference), then the whole batch runs stacked, its
+ * statistics apart; every float activation must grow by the number of
+ * samples stacked (the batch may move to another axis, as in attention
+ * heads, but nothing may be summed or broadcast over it; tensors that are
+ * the same every run, and shared float inputs, count once per sample
+ * instead), and each output must hold the reference's outputs
+ * concatenated along one of its axes (within 1e-4 of their largest
+ * magnitude; a BLAS may sum in another order for another batch size).
+ * Then the batch's statistics count; else the reference's do and the rest
+ * of the batch runs alone, as every sample after it. Afterwards a sample of
+ * another shape, or with other shared inputs, runs alone. The batch size
+ * is bounded by the activation memory of one sample, so peak memory does
+ * not grow with the calibration set. */
 #include "quant/calib.h"
 
 #include <float.h>
@@ -49,6 +58,7 @@ enum {
 	SUBHIST = 4,            /* interleaved sub-histograms */
 	SPARE = 16,             /* spare bins past the end, taken in turn */
 	MAX_BATCH = 64,         /* samples stacked into one run at most */
+	REFS = 4,               /* samples the probe runs alone, its reference */
 };
 /* live activation bytes a batch may take (the batch size is this over one
  * sample's peak, so memory does not depend on the number of samples) */
@@ -67,7 +77,7 @@ typedef struct Collector {
 	/* batching probe: shapes of the first sample's float activations */
 	Shape *shape0;
 	int probe;              /* 1: recording shape0, 2: checking a batch */
-	int64_t rows0, rows;    /* first dimension of one sample, of the batch */
+	int64_t rows0, rows;    /* batch-axis size of one sample, of the batch */
 	int probe_bad;          /* a checked activation did not fit */
 	const char *probe_why;  /* the first one that did not */
 	uint64_t nseen[2];      /* float activations seen when recording, checking */
@@ -351,7 +361,9 @@ static void probe_tap(Collector *c, TensorStats *ts, const Tensor *t)
 {
 	Shape *s0 = &c->shape0[ts - c->s->t];
 	c->nseen[c->probe - 1]++;
-	if (c->konst[ts - c->s->t])
+	/* the same tensor every run (a Constant, silero-vad's weights sliced
+	 * in an If branch): counted per sample, need not scale */
+	if (c->konst[ts - c->s->t] || c->fixed[ts - c->s->t])
 		return;
 	if (c->probe == 1) {
 		s0->rank = t->rank;
@@ -380,9 +392,9 @@ static void tap(void *ud, const char *name, const Tensor *t)
 	size_t i = (size_t)(ts - c->s->t);
 	if (c->probe)
 		probe_tap(c, ts, t);
-	if (c->probe == 2 || c->alias[i] != SIZE_MAX)
+	if (c->alias[i] != SIZE_MAX)
 		return;
-	uint64_t w = c->konst[i] ? c->weight : 1;
+	uint64_t w = c->konst[i] || c->fixed[i] ? c->weight : 1;
 	if (!c->fixed[i]) {
 		stats_add(c, ts, t->data, t->numel, w);
 		return;
@@ -492,19 +504,28 @@ static int check_sample(Model *m, Interp *ip, uint64_t idx, const TensorList *tl
 	return 0;
 }
 
-/* can samples be stacked at all: every input has a declared rank >= 1 and
- * a symbolic or unknown first dimension */
-static int batchable(Interp *ip)
+/* can samples be stacked at all: axis[i] gets input i's batch axis, its
+ * first symbolic or unknown dimension, or -1 for an input without one (a
+ * scalar like silero-vad's sample rate, a fixed shape): that input is
+ * shared, fed once to a batch whose samples all hold the same bytes for
+ * it. Every input needs a declared rank, none may hold strings (stacked
+ * as bytes), and at least one must be stacked. */
+static int batchable(Interp *ip, int *axis)
 {
 	size_t nin = interp_ninputs(ip);
+	int stacked = 0;
 	for (size_t i = 0; i < nin; i++) {
 		int dtype, rank;
 		int64_t dims[QM_MAX_RANK];
 		interp_input_type(ip, i, &dtype, &rank, dims);
-		if (rank < 1 || dims[0] >= 0)
+		if (rank < 0 || dtype == DT_STRING)
 			return 0;
+		axis[i] = -1;
+		for (int k = rank - 1; k >= 0; k--)
+			axis[i] = dims[k] < 0 ? k : axis[i];
+		stacked |= axis[i] >= 0;
 	}
-	return nin > 0;
+	return stacked;
 }
 
 /* A sample held for a batch: its tensors, in model input order. */
@@ -525,20 +546,53 @@ static int same_shape(const Held *a, const Held *b, size_t nin)
 	return 1;
 }
 
-/* stack the n held samples along the first dimension into in[nin] */
-static int stack(Interp *ip, const Held *h, size_t n, Tensor *in)
+/* the first shared input (axis < 0) a and b (of the same shape) feed other
+ * bytes, or -1 */
+static int other_shared(const Held *a, const Held *b, size_t nin, const int *axis)
+{
+	for (size_t i = 0; i < nin; i++)
+		if (axis[i] < 0 && a->by[i]->nbytes && memcmp(a->by[i]->data, b->by[i]->data, a->by[i]->nbytes))
+			return (int)i;
+	return -1;
+}
+
+/* elements (or bytes) before axis a of a tensor of dims: the number of
+ * blocks a stacked tensor interleaves */
+static int64_t outer_of(const int64_t *dims, int a)
+{
+	int64_t outer = 1;
+	for (int k = 0; k < a; k++)
+		outer *= dims[k];
+	return outer;
+}
+
+/* stack the n held samples into in[nin]: input i along axis[i], block
+ * after block (for each index before the axis, every sample's block in
+ * turn); a shared input once, from the first sample */
+static int stack(Interp *ip, const int *axis, const Held *h, size_t n, Tensor *in)
 {
 	size_t nin = interp_ninputs(ip);
 	for (size_t i = 0; i < nin; i++) {
 		const Tensor *t0 = h[0].by[i];
+		int a = axis[i];
 		int64_t dims[QM_MAX_RANK];
 		memcpy(dims, t0->dims, sizeof dims);
-		dims[0] = t0->dims[0] * (int64_t)n;
+		if (a >= 0)
+			dims[a] = t0->dims[a] * (int64_t)n;
 		if (tensor_alloc(&in[i], t0->dtype, t0->rank, dims) < 0)
 			return -1;
-		for (size_t k = 0; k < n; k++)
-			memcpy((char *)in[i].data + k * t0->nbytes, h[k].by[i]->data, t0->nbytes);
 		in[i].name = xstrdup(interp_input_name(ip, i));
+		if (a < 0) {
+			if (t0->nbytes)
+				memcpy(in[i].data, t0->data, t0->nbytes);
+			continue;
+		}
+		int64_t outer = outer_of(t0->dims, a);
+		size_t block = outer > 0 ? t0->nbytes / (size_t)outer : 0;
+		char *dst = in[i].data;
+		for (int64_t o = 0; block && o < outer; o++)
+			for (size_t k = 0; k < n; k++, dst += block)
+				memcpy(dst, (const char *)h[k].by[i]->data + (size_t)o * block, block);
 	}
 	return 0;
 }
@@ -551,11 +605,11 @@ static void held_free(Held *h)
 }
 
 /* run n held samples stacked as one batch; outputs to out (may be NULL) */
-static int run_stacked(Interp *ip, const Held *h, size_t n, size_t nout, Tensor *out)
+static int run_stacked(Interp *ip, const int *axis, const Held *h, size_t n, size_t nout, Tensor *out)
 {
 	size_t nin = interp_ninputs(ip);
 	Tensor *in = xcalloc(nin, sizeof *in);
-	int r = stack(ip, h, n, in);
+	int r = stack(ip, axis, h, n, in);
 	if (r == 0)
 		r = interp_run(ip, nin, in, nout, out);
 	for (size_t i = 0; i < nin; i++)
@@ -564,34 +618,68 @@ static int run_stacked(Interp *ip, const Held *h, size_t n, size_t nout, Tensor 
 	return r;
 }
 
-/* are batch outputs b the single-sample outputs one[k] stacked */
-static int outputs_match(size_t nout, const Tensor *b, Tensor *const *one, size_t n)
+/* the axis along which batch output b holds n (>= 2) single outputs of
+ * s0's shape: the one axis n times as long as s0's, all others equal; -1
+ * if there is none */
+static int output_axis(const Tensor *b, const Tensor *s0, size_t n)
+{
+	if (b->dtype != s0->dtype || b->rank != s0->rank)
+		return -1;
+	int a = -1;
+	for (int k = 0; k < b->rank; k++) {
+		if (b->dims[k] == s0->dims[k])
+			continue;
+		if (a >= 0 || b->dims[k] != s0->dims[k] * (int64_t)n)
+			return -1;
+		a = k;
+	}
+	return a;
+}
+
+/* is one sample's output s the k-th of n stacked along axis a of b: the
+ * same bytes, or floats within 1e-4 of s's largest magnitude */
+static int output_matches(const Tensor *b, int a, const Tensor *s, size_t k, size_t n)
+{
+	int64_t outer = outer_of(s->dims, a);
+	if (outer <= 0 || !s->nbytes)
+		return 1;
+	size_t block = s->nbytes / (size_t)outer;
+	const char *bd = (const char *)b->data + k * block;
+	if (s->dtype != DT_FLOAT) {
+		for (int64_t o = 0; o < outer; o++)
+			if (memcmp(bd + (size_t)o * n * block, (const char *)s->data + (size_t)o * block, block))
+				return 0;
+		return 1;
+	}
+	const float *x = s->data;
+	float big = 0;
+	for (int64_t e = 0; e < s->numel; e++)
+		big = fabsf(x[e]) > big ? fabsf(x[e]) : big;
+	int64_t inner = s->numel / outer;
+	for (int64_t o = 0; o < outer; o++) {
+		const float *y = (const float *)(bd + (size_t)o * n * block), *xo = x + o * inner;
+		for (int64_t e = 0; e < inner; e++)
+			if (!(fabsf(xo[e] - y[e]) <= 1e-4f * big) && memcmp(&xo[e], &y[e], 4))
+				return 0;
+	}
+	return 1;
+}
+
+/* do the outputs b of n samples stacked hold the outputs one[k] of the
+ * first nref run alone, each output along an axis of its own (silero-vad's
+ * state comes back on axis 1) */
+static int outputs_match(size_t nout, const Tensor *b, Tensor *const *one, size_t nref, size_t n)
 {
 	for (size_t o = 0; o < nout; o++) {
-		const Tensor *s0 = &one[0][o];
-		if (b[o].dtype != s0->dtype || b[o].rank != s0->rank || b[o].rank < 1 ||
-		    b[o].dims[0] != s0->dims[0] * (int64_t)n)
+		int a = output_axis(&b[o], &one[0][o], n);
+		if (a < 0)
 			return 0;
-		for (int k = 1; k < b[o].rank; k++)
-			if (b[o].dims[k] != s0->dims[k])
-				return 0;
-		for (size_t k = 0; k < n; k++) {
+		for (size_t k = 0; k < nref; k++) {
 			const Tensor *s = &one[k][o];
-			if (s->nbytes != s0->nbytes)
+			if (s->dtype != one[0][o].dtype || s->rank != one[0][o].rank ||
+			    memcmp(s->dims, one[0][o].dims, (size_t)s->rank * sizeof *s->dims) ||
+			    !output_matches(&b[o], a, s, k, n))
 				return 0;
-			const char *bd = (const char *)b[o].data + k * s0->nbytes;
-			if (s->dtype != DT_FLOAT) {
-				if (memcmp(bd, s->data, s->nbytes))
-					return 0;
-				continue;
-			}
-			const float *x = s->data, *y = (const float *)bd;
-			float big = 0;
-			for (int64_t e = 0; e < s->numel; e++)
-				big = fabsf(x[e]) > big ? fabsf(x[e]) : big;
-			for (int64_t e = 0; e < s->numel; e++)
-				if (!(fabsf(x[e] - y[e]) <= 1e-4f * big) && memcmp(&x[e], &y[e], 4))
-					return 0;
 		}
 	}
 	return 1;
@@ -606,14 +694,23 @@ typedef struct Pass {
 	FILE *log;
 	size_t nin, nout;
 	int mode;
+	int *axis;              /* per input: the batch axis, -1 if shared */
 	size_t bmax;            /* batch size */
 	Held held[MAX_BATCH];   /* samples waiting for their batch */
-	Tensor *outs[MAX_BATCH];/* PROBING: their one-at-a-time outputs */
-	size_t nheld;
+	Tensor *outs[MAX_BATCH];/* PROBING: the outputs of the first nref,
+				   which ran alone */
+	size_t nheld, nref;
+	Collector refcol;       /* PROBING: the statistics of those runs */
+	int64_t rows0;          /* PROBING: the first sample's batch rows */
 	uint64_t first;         /* number of the first held sample */
-	Held ref;               /* BATCHED: the shapes probed (data freed) */
+	Held ref;               /* BATCHED: the shapes probed (data freed but
+				   for the shared inputs') */
 	int workers;            /* threads to run units on once probed */
 } Pass;
+
+static void collector_clone(Collector *c, const Collector *main);
+static void collector_unclone(Collector *c);
+static void collector_merge(Collector *main, Collector *w);
 
 static void release_held(Pass *p)
 {
@@ -626,15 +723,35 @@ static void release_held(Pass *p)
 			p->outs[k] = NULL;
 		}
 	}
-	p->nheld = 0;
+	p->nheld = p->nref = 0;
 }
 
-static void stop_batching(Pass *p, const char *why, const char *what)
+/* run sample h (number idx) alone, counted by the interpreter's tap; its
+ * outputs to out (may be NULL) */
+static int run_alone(Pass *p, const Held *h, uint64_t idx, Tensor *out)
 {
-	if (p->log)
+	if (interp_run_sample(p->ip, h->tl.n, h->tl.t, out ? p->nout : 0, out) == 0)
+		return 0;
+	for (size_t o = 0; out && o < p->nout; o++)
+		tensor_free(&out[o]);
+	return error_prefix("calibration sample %llu", (unsigned long long)idx + 1);
+}
+
+/* PROBING ends without batches (why says why, NULL: too few samples): the
+ * statistics of the samples that ran alone count, the other held samples
+ * run alone now, in order */
+static int stop_batching(Pass *p, const char *why, const char *what)
+{
+	if (why && p->log)
 		fprintf(p->log, "calibrate: one sample at a time: %s%s%s\n", why, what ? " " : "", what ? what : "");
 	p->mode = ONE_AT_A_TIME;
+	collector_merge(p->col, &p->refcol);
+	collector_unclone(&p->refcol);
+	int r = 0;
+	for (size_t k = p->nref; r == 0 && k < p->nheld; k++)
+		r = run_alone(p, &p->held[k], p->first + k, NULL);
 	release_held(p);
+	return r;
 }
 
 /* the batch size: BATCH_BYTES over one sample's live activations and
@@ -653,13 +770,56 @@ static size_t batch_size(Pass *p, const Held *h)
 	return b >= 8 ? b - b % 4 : b;
 }
 
+/* "batches of 16 samples (input 'state' stacked on axis 1, 'sr' shared)":
+ * the axis and the shared inputs said when not all inputs stack on the
+ * first axis */
+static void log_batches(const Pass *p)
+{
+	StrBuf sb = {0};
+	for (size_t i = 0; i < p->nin; i++) {
+		if (p->axis[i] == 0)
+			continue;
+		sb_printf(&sb, "%s'%s' ", sb.len ? ", " : "input ", interp_input_name(p->ip, i));
+		if (p->axis[i] > 0)
+			sb_printf(&sb, "stacked on axis %d", p->axis[i]);
+		else
+			sb_puts(&sb, "shared");
+	}
+	fprintf(p->log, "calibrate: batches of %zu samples%s%s%s\n", p->nheld, sb.len ? " (" : "",
+		sb.len ? sb.buf : "", sb.len ? ")" : "");
+	sb_release(&sb);
+}
+
+/* BATCHED: the shapes of the probed samples, and the bytes of their shared
+ * inputs, that a sample must have to join a batch */
+static void keep_ref(Pass *p)
+{
+	p->ref.by = xcalloc(p->nin, sizeof *p->ref.by);
+	for (size_t i = 0; i < p->nin; i++) {
+		const Tensor *h = p->held[0].by[i];
+		Tensor *t = xcalloc(1, sizeof *t);
+		if (p->axis[i] < 0 && tensor_alloc(t, h->dtype, h->rank, h->dims) == 0 && h->nbytes)
+			memcpy(t->data, h->data, h->nbytes);
+		t->dtype = h->dtype;
+		t->rank = h->rank;
+		memcpy(t->dims, h->dims, sizeof t->dims);
+		p->ref.by[i] = t;
+	}
+}
+
+/* BATCHED: may h join a batch (the probed shapes and shared bytes) */
+static int joins(const Pass *p, const Held *h)
+{
+	return p->mode == BATCHED && same_shape(&p->ref, h, p->nin) && other_shared(&p->ref, h, p->nin, p->axis) < 0;
+}
+
 /* run the held samples stacked, with the statistics tap */
 static int flush_batch(Pass *p)
 {
 	if (!p->nheld)
 		return 0;
 	p->col->weight = p->nheld;
-	int r = run_stacked(p->ip, p->held, p->nheld, 0, NULL);
+	int r = run_stacked(p->ip, p->axis, p->held, p->nheld, 0, NULL);
 	p->col->weight = 1;
 	if (r < 0)
 		error_prefix("calibration samples %llu-%llu (stacked into one batch)",
@@ -668,82 +828,117 @@ static int flush_batch(Pass *p)
 	return r;
 }
 
-/* PROBING, once bmax samples ran one at a time: run them stacked, without
- * statistics, and compare */
+/* do all inputs stack on their first axis (nothing shared) */
+static int first_axes(const Pass *p)
+{
+	for (size_t i = 0; i < p->nin; i++)
+		if (p->axis[i] != 0)
+			return 0;
+	return 1;
+}
+
+/* the batch-axis size of the first sample's stacked inputs (they must
+ * agree: the probe scales activations by it), or -1 naming in *who the
+ * input that disagrees */
+static int64_t sample_rows(const Pass *p, const Held *h, const char **who)
+{
+	int64_t rows = -1;
+	for (size_t i = 0; i < p->nin; i++) {
+		if (p->axis[i] < 0)
+			continue;
+		int64_t r = h->by[i]->dims[p->axis[i]];
+		if (rows >= 0 && r != rows) {
+			*who = interp_input_name(p->ip, i);
+			return -1;
+		}
+		rows = r;
+	}
+	return rows;
+}
+
+/* PROBING, once the batch is held: run it stacked, its statistics apart,
+ * and compare. They count if it is a batch (and those of the samples that
+ * ran alone do not: those samples are in it), else they do not. */
 static int probe_batch(Pass *p)
 {
-	Collector *c = p->col;
+	Collector b;
+	collector_clone(&b, p->col);
+	b.probe = 2;
+	b.rows0 = p->rows0;
+	b.rows = p->rows0 * (int64_t)p->nheld;
+	b.weight = p->nheld;
 	Tensor *out = xcalloc(p->nout ? p->nout : 1, sizeof *out);
-	c->probe = 2;
-	c->rows = c->rows0 * (int64_t)p->nheld;
-	c->probe_bad = 0;
-	c->probe_why = NULL;
-	c->nseen[1] = 0;
-	int r = run_stacked(p->ip, p->held, p->nheld, p->nout, out);
-	c->probe = 0;
-	if (r < 0)
-		stop_batching(p, "stacked samples failed to run:", errmsg());
-	else if (c->probe_bad || c->nseen[0] != c->nseen[1])
-		stop_batching(p, "the first dimension is not a batch dimension: activation",
-			      c->probe_why ? c->probe_why : "(another set of activations)");
-	else if (!outputs_match(p->nout, out, p->outs, p->nheld))
-		stop_batching(p, "stacked samples give other outputs than single ones", NULL);
-	else {
-		if (p->log)
-			fprintf(p->log, "calibrate: batches of %zu samples\n", p->nheld);
-		p->mode = BATCHED;
-		p->ref.by = xcalloc(p->nin, sizeof *p->ref.by);
-		for (size_t i = 0; i < p->nin; i++) {
-			Tensor *t = xcalloc(1, sizeof *t);
-			t->dtype = p->held[0].by[i]->dtype;
-			t->rank = p->held[0].by[i]->rank;
-			memcpy(t->dims, p->held[0].by[i]->dims, sizeof t->dims);
-			p->ref.by[i] = t;
-		}
-		release_held(p);
-	}
+	interp_set_tap(p->ip, tap, &b);
+	int r = run_stacked(p->ip, p->axis, p->held, p->nheld, p->nout, out);
+	interp_set_tap(p->ip, tap, p->col);
+	const char *why = NULL, *what = NULL;
+	if (r < 0) {
+		why = "stacked samples failed to run:";
+		what = errmsg();
+	} else if (b.probe_bad || p->refcol.nseen[0] != b.nseen[1]) {
+		why = first_axes(p) ? "the first dimension is not a batch dimension: activation"
+				    : "the stacked dimensions are not a batch dimension: activation";
+		what = b.probe_why ? b.probe_why : "(another set of activations)";
+	} else if (!outputs_match(p->nout, out, p->outs, p->nref, p->nheld))
+		why = "stacked samples give other outputs than single ones";
 	for (size_t o = 0; o < p->nout; o++)
 		tensor_free(&out[o]);
 	free(out);
+	if (why) {
+		collector_unclone(&b);
+		return stop_batching(p, why, what);
+	}
+	collector_merge(p->col, &b);
+	collector_unclone(&b);
+	collector_unclone(&p->refcol);
+	if (p->log)
+		log_batches(p);
+	p->mode = BATCHED;
+	keep_ref(p);
+	release_held(p);
 	return 0;
 }
 
-/* run one sample alone; PROBING keeps it and its outputs */
-static int run_one(Pass *p, Held *h, uint64_t idx)
+/* PROBING: hold sample h (number idx) for the probe's batch; the first
+ * REFS run alone first, their statistics apart, as its reference (the
+ * first one decides the batch size and records the activation shapes) */
+static int probe_take(Pass *p, Held *h, uint64_t idx)
 {
-	Collector *c = p->col;
-	Tensor *out = NULL;
-	size_t nout = 0;
-	if (p->mode == PROBING) {
-		nout = p->nout;
-		out = xcalloc(nout ? nout : 1, sizeof *out);
-		c->probe = idx == 0 ? 1 : 0;
-		c->nseen[0] = idx == 0 ? 0 : c->nseen[0];
+	if (!p->nheld) {
+		p->first = idx;
+		collector_clone(&p->refcol, p->col);
 	}
-	int r = interp_run_sample(p->ip, h->tl.n, h->tl.t, nout, out);
-	c->probe = 0;
-	if (r < 0) {
-		for (size_t o = 0; o < nout; o++)
-			tensor_free(&out[o]);
-		free(out);
-		return error_prefix("calibration sample %llu", (unsigned long long)idx + 1);
+	size_t k = p->nheld++;
+	p->held[k] = *h;
+	memset(h, 0, sizeof *h);
+	int shaped = k == 0 || same_shape(&p->held[0], &p->held[k], p->nin);
+	int other = k > 0 && shaped ? other_shared(&p->held[0], &p->held[k], p->nin, p->axis) : -1;
+	int r = 0;
+	if (shaped && other < 0 && k < REFS) {
+		p->refcol.probe = k == 0;
+		p->outs[k] = xcalloc(p->nout ? p->nout : 1, sizeof *p->outs[k]);
+		interp_set_tap(p->ip, tap, &p->refcol);
+		r = run_alone(p, &p->held[k], idx, p->outs[k]);
+		interp_set_tap(p->ip, tap, p->col);
+		p->refcol.probe = 0;
+		p->nref++;
 	}
-	if (p->mode != PROBING) {
-		held_free(h);
-		return 0;
+	if (r < 0)
+		return -1; /* (calib_collect frees what is held) */
+	const char *who = NULL;
+	if (k == 0) {
+		p->rows0 = sample_rows(p, &p->held[0], &who);
+		p->bmax = batch_size(p, &p->held[0]);
 	}
-	if (idx == 0) {
-		c->rows0 = h->by[0]->dims[0];
-		p->bmax = batch_size(p, h);
-	}
-	p->first = p->nheld ? p->first : idx;
-	p->outs[p->nheld] = out;
-	p->held[p->nheld++] = *h;
+	if (who)
+		return stop_batching(p, "the stacked inputs disagree on the number of rows: input", who);
 	if (p->bmax < 2)
-		stop_batching(p, "one sample's activations fill a batch", NULL);
-	else if (p->nheld > 1 && !same_shape(&p->held[0], h, p->nin))
-		stop_batching(p, "samples of different shapes", NULL);
-	else if (p->nheld == p->bmax)
+		return stop_batching(p, "one sample's activations fill a batch", NULL);
+	if (!shaped)
+		return stop_batching(p, "samples of different shapes", NULL);
+	if (other >= 0)
+		return stop_batching(p, "samples differ in shared input", interp_input_name(p->ip, (size_t)other));
+	if (p->nheld == p->bmax)
 		return probe_batch(p);
 	return 0;
 }
@@ -769,23 +964,31 @@ static int run_pass(Pass *p, SampleIter *it)
 			held_free(&h);
 			return -1;
 		}
-		/* a sample of another shape than the probed ones runs alone */
-		if (p->mode == BATCHED && same_shape(&p->ref, &h, p->nin)) {
+		/* once probed, a sample of another shape than the probed ones,
+		 * or with other shared inputs, runs alone */
+		if (p->mode == PROBING) {
+			if (probe_take(p, &h, idx) < 0)
+				return -1;
+		} else if (joins(p, &h)) {
 			p->first = p->nheld ? p->first : idx;
 			p->held[p->nheld++] = h;
 			if (p->nheld == p->bmax && flush_batch(p) < 0)
 				return -1;
-		} else if (run_one(p, &h, idx) < 0) {
+		} else {
+			r = run_alone(p, &h, idx, NULL);
 			held_free(&h);
-			return -1;
+			if (r < 0)
+				return -1;
 		}
 		memset(&h, 0, sizeof h);
 		idx++;
 	}
 	if (r < 0)
 		return -1;
-	/* PROBING with fewer samples than a batch: all ran one at a time */
-	if (p->mode == BATCHED && flush_batch(p) < 0)
+	/* fewer samples than a batch: probe with those held */
+	if (p->mode == PROBING)
+		r = p->nheld > 1 ? probe_batch(p) : stop_batching(p, NULL, NULL);
+	if (r < 0 || (p->mode == BATCHED && flush_batch(p) < 0))
 		return -1;
 	release_held(p);
 	p->col->s->nsamples = idx;
@@ -888,7 +1091,7 @@ static int take_unit(Shared *sh, Unit *u)
 			held_free(&h);
 			break;
 		}
-		if (p->mode == BATCHED && same_shape(&p->ref, &h, p->nin)) {
+		if (joins(p, &h)) {
 			p->first = p->nheld ? p->first : idx;
 			p->held[p->nheld++] = h;
 			if (p->nheld == p->bmax) {
@@ -912,7 +1115,7 @@ static int run_unit(Worker *w, Unit *u)
 	int r;
 	if (u->stacked) {
 		w->col->weight = u->n;
-		r = run_stacked(w->ip, u->held, u->n, 0, NULL);
+		r = run_stacked(w->ip, w->sh->p->axis, u->held, u->n, 0, NULL);
 		w->col->weight = 1;
 		if (r < 0)
 			error_prefix("calibration samples %llu-%llu (stacked into one batch)",
@@ -969,6 +1172,8 @@ static void collector_clone(Collector *c, const Collector *main)
 
 static void collector_unclone(Collector *c)
 {
+	if (!c->s)
+		return;
 	for (size_t i = 0; i < c->s->n; i++)
 		free(c->s->t[i].hist);
 	free(c->s->t);
@@ -976,6 +1181,7 @@ static void collector_unclone(Collector *c)
 	free(c->fixed_w);
 	free(c->idx);
 	free(c->sub);
+	memset(c, 0, sizeof *c);
 }
 
 /* widen t's histogram to range r (a power of two, 0 or at least t's) */
@@ -1007,6 +1213,24 @@ static void merge_stats(const CalibStats *s, TensorStats *dst, TensorStats *src)
 	}
 	for (uint32_t b = 0; b < nb; b++)
 		dst->hist[b] += src->hist[b];
+}
+
+/* add the statistics w (a clone of main's) took to main's */
+static void collector_merge(Collector *main, Collector *w)
+{
+	const CalibStats *s = main->s;
+	for (size_t i = 0; w->s && i < s->n; i++) {
+		TensorStats *dst = &s->t[i], *src = &w->s->t[i];
+		if (!main->fixed[i]) {
+			merge_stats(s, dst, src);
+			continue;
+		}
+		/* the statistics of one run, counted fixed_w times: taken
+		 * from w if main has none (a move) */
+		if (!main->fixed_w[i] && w->fixed_w[i])
+			merge_stats(s, dst, src);
+		main->fixed_w[i] += w->fixed_w[i];
+	}
 }
 
 /* the samples after the first *idx, on up to p->workers threads (no more
@@ -1048,23 +1272,10 @@ static int run_parallel(Pass *p, SampleIter *it, uint64_t *idx)
 	interp_set_threads(p->ip, threads);
 	/* a worker that could not start left its share to the others */
 	for (size_t k = 1; k < nw; k++) {
-		const CalibStats *s = p->col->s;
-		for (size_t i = 0; i < s->n; i++) {
-			TensorStats *dst = &s->t[i], *src = &w[k].own.s->t[i];
-			if (!p->col->fixed[i]) {
-				merge_stats(s, dst, src);
-				continue;
-			}
-			/* the statistics of one run, counted fixed_w times: taken
-			 * from this worker if main has none (a move) */
-			if (!p->col->fixed_w[i] && w[k].own.fixed_w[i])
-				merge_stats(s, dst, src);
-			p->col->fixed_w[i] += w[k].own.fixed_w[i];
-		}
+		collector_merge(p->col, &w[k].own);
 		if (w[k].ip)
 			interp_free(w[k].ip);
-		if (w[k].own.s)
-			collector_unclone(&w[k].own);
+		collector_unclone(&w[k].own);
 	}
 	free(w);
 	*idx = sh.next;
@@ -1310,12 +1521,24 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 		p = xcalloc(1, sizeof *p);
 		*p = (Pass){.m = m, .ip = ip, .col = &col, .log = log, .nin = interp_ninputs(ip),
 			    .nout = interp_noutputs(ip), .bmax = 1, .workers = threads};
-		p->mode = batchable(ip) ? PROBING : ONE_AT_A_TIME;
+		p->axis = xcalloc(p->nin ? p->nin : 1, sizeof *p->axis);
+		p->mode = batchable(ip, p->axis) ? PROBING : ONE_AT_A_TIME;
+		/* a shared float input is tapped once a batch: count it per
+		 * sample, as a Constant */
+		for (size_t i = 0; p->mode == PROBING && i < p->nin; i++) {
+			const TensorStats *ts = calib_find(s, interp_input_name(ip, i));
+			if (p->axis[i] < 0 && ts)
+				col.konst[ts - s->t] = 1;
+		}
 		r = run_pass(p, it);
 		release_held(p);
-		for (size_t i = 0; p->ref.by && i < p->nin; i++)
+		collector_unclone(&p->refcol);
+		for (size_t i = 0; p->ref.by && i < p->nin; i++) {
+			tensor_free((Tensor *)p->ref.by[i]);
 			free((Tensor *)p->ref.by[i]);
+		}
 		free(p->ref.by);
+		free(p->axis);
 		free(p);
 	}
 	for (size_t i = 0; r == 0 && i < s->n; i++)

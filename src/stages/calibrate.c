@@ -99,8 +99,10 @@ static int run(StageCtx *c)
 
 const Stage stage_calibrate = {
 	.name = "calibrate",
-	.version = 7, /* 4: statistics of subgraph tensors; 5: no histograms for minmax; 6: inside functions;
-		       * 7: batches of a multiple of 4 samples */
+	.version = 8, /* 4: statistics of subgraph tensors; 5: no histograms for minmax; 6: inside functions;
+		       * 7: batches of a multiple of 4 samples; 8: statistics of models like silero-vad
+		       * (a batch on another axis than the first, a shared scalar input) come from batches,
+		       * and so do those of the probe's first batch (4 samples run alone to check it) */
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = declared_inputs,

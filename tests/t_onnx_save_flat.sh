@@ -1,8 +1,7 @@
 #!/bin/sh
-# model_save writes a model with subgraphs (If, Loop, Scan bodies) of 1.5
-# to 64 MiB encoded in one piece rather than streamed; the bytes are those
-# of the streamed path, checked here against the onnx package on models big
-# enough to take both:
+# model_save of a model with subgraphs (If, Loop, Scan bodies), where
+# protobuf-c would size nested messages again at every level (pbwrite sizes
+# each once), checked here against the onnx package on a model of 3 MB:
 # - unchanged, a canonical model and one protobuf-c encodes otherwise (an
 #   unknown field first in its graph) come out byte for byte as they went
 #   in (`quantmake convert`), the second through the hash of its encoding;

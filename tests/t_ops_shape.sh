@@ -7,6 +7,8 @@
 #  - shape-data propagation in `quantmake infer-shapes` (Shape -> Gather ->
 #    Unsqueeze -> Concat -> Reshape with symbolic dims, -1 solved by symbol
 #    cancellation, Loop fixpoints, sequence lengths);
+#  - constant chains folded at plan time as views of their constant's bytes
+#    (exec/interp.c's Alias), in If branches too, against onnxruntime;
 #  - bad input: one clear error naming the node.
 # One case per line: PASS/FAIL/SKIP.
 ROOT="${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
@@ -277,6 +279,126 @@ else:
         print("PASS: scan_reverse_axis1")
     else:
         print("FAIL: scan_reverse_axis1: outputs differ")
+
+# constants folded at plan time as views of their input's bytes (Unsqueeze,
+# Reshape, Slice, Expand, Identity: exec/interp.c's Alias) and steps folded
+# twice with the same inputs (the second a view of the first's result),
+# against onnxruntime, with the default run (constants nobody reads any
+# more are freed, a view's owner only after it) and --keep-weights
+def fold_case(name, m, feeds, keep=(0, 1)):
+    if ort is None:
+        print("SKIP: %s: onnxruntime is not installed" % name)
+        return
+    onnx.save(m, name + ".onnx")
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    ref = ort.InferenceSession(name + ".onnx", so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for kw in keep:
+        args = [qm, "run", name + ".onnx", "-o", name + ".npz", "-q"] + (["--keep-weights"] if kw else [])
+        for k, v in feeds.items():
+            np.save(name + "_" + k + ".npy", v)
+            args += ["-i", k + "=" + name + "_" + k + ".npy"]
+        r = subprocess.run(args, capture_output=True, text=True)
+        if r.returncode or "Sanitizer" in r.stderr or "runtime error" in r.stderr:
+            print("FAIL: %s: quantmake run%s: %s" % (name, " --keep-weights" if kw else "", r.stderr.strip()[-300:]))
+            return
+        got = np.load(name + ".npz")
+        for o, want in zip(m.graph.output, ref):
+            if got[o.name].shape != want.shape or not np.array_equal(got[o.name], want):
+                print("FAIL: %s: output %s differs from onnxruntime%s" % (name, o.name, " (--keep-weights)" if kw else ""))
+                return
+    print("PASS: " + name)
+
+
+def fconst(name, a):
+    return h.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(a), name + "_v"))
+
+
+C = np.arange(96, dtype=np.float32).reshape(2, 12, 4) * 0.25 - 3
+x34 = data((3, 4), "float32")
+# Constant -> Unsqueeze -> Reshape -> Slice (rows 2..4 of 24: a range at
+# byte 32) -> Add
+chain = [fconst("c", C), fconst("ax", np.array([0], np.int64)), fconst("sh", np.array([24, 4], np.int64)),
+         fconst("st", np.array([2], np.int64)), fconst("en", np.array([5], np.int64)),
+         fconst("axs", np.array([0], np.int64)),
+         h.make_node("Unsqueeze", ["c", "ax"], ["cu"]), h.make_node("Reshape", ["cu", "sh"], ["cr"]),
+         h.make_node("Slice", ["cr", "st", "en", "axs"], ["cs"])]
+fold_case("fold_view_chain", model(chain + [h.make_node("Add", ["cs", "x"], ["y"])],
+                                   [vi("x", T.FLOAT, [3, 4])], [vi("y", T.FLOAT, [3, 4])]), {"x": x34})
+
+# the same chain with its Reshape and Slice in If branches (the outer
+# Unsqueeze's result read from both), each branch slicing another range
+def branch(nm, start, op):
+    return h.make_graph([fconst(nm + "_sh", np.array([24, 4], np.int64)),
+                         fconst(nm + "_st", np.array([start], np.int64)),
+                         fconst(nm + "_en", np.array([start + 3], np.int64)),
+                         fconst(nm + "_ax", np.array([0], np.int64)),
+                         h.make_node("Reshape", ["cu", nm + "_sh"], [nm + "_r"]),
+                         h.make_node("Slice", [nm + "_r", nm + "_st", nm + "_en", nm + "_ax"], [nm + "_s"]),
+                         h.make_node(op, [nm + "_s", "x"], [nm + "_y"])],
+                        nm, [], [vi(nm + "_y", T.FLOAT, [3, 4])])
+ifm = model(chain[:2] + [h.make_node("Unsqueeze", ["c", "ax"], ["cu"]),
+                         h.make_node("If", ["cond"], ["y"], then_branch=branch("then", 8, "Add"),
+                                     else_branch=branch("else", 20, "Mul"))],
+            [vi("cond", T.BOOL, []), vi("x", T.FLOAT, [3, 4])], [vi("y", T.FLOAT, [3, 4])])
+for cond in (True, False):
+    fold_case("fold_view_if_%s" % ("then" if cond else "else"), ifm, {"cond": np.array(cond), "x": x34})
+
+# the viewed initializer is also a graph output (through Identity, itself a
+# view) and read twice more: by a Mul that runs and by the folded chain,
+# whose view is read twice
+W = (np.arange(32, dtype=np.float32).reshape(4, 8) - 7) * 0.5
+fold_case("fold_view_source_output_read_twice", model(
+    [h.make_node("Identity", ["w"], ["w_out"]), h.make_node("Reshape", ["w", "s84"], ["wr"]),
+     h.make_node("Slice", ["wr", "s4", "e8", "a0"], ["ws"]),
+     h.make_node("Add", ["ws", "x"], ["y"]), h.make_node("Sub", ["x", "ws"], ["y2"]),
+     h.make_node("Mul", ["x48", "w"], ["z"])],
+    [vi("x", T.FLOAT, [4, 4]), vi("x48", T.FLOAT, [4, 8])],
+    [vi("w_out", T.FLOAT, [4, 8]), vi("y", T.FLOAT, [4, 4]), vi("y2", T.FLOAT, [4, 4]), vi("z", T.FLOAT, [4, 8])],
+    [numpy_helper.from_array(W, "w"), i64("s84", [8, 4]), i64("s4", [4]), i64("e8", [8]), i64("a0", [0])]),
+    {"x": data((4, 4), "float32"), "x48": data((4, 8), "float32")})
+
+# a one-row view of a 1 MiB table nothing else reads (the run frees the
+# table and keeps a copy of the row), a view of most of another (its table
+# stays while the view does), and Expand to as many elements
+big = data((4096, 64), "float32")
+fold_case("fold_view_small_row_of_table", model(
+    [h.make_node("Slice", ["tab", "s", "e", "a0"], ["row"]), h.make_node("Add", ["row", "x"], ["y"]),
+     h.make_node("Slice", ["tab2", "a0", "e3000", "a0"], ["most"]), h.make_node("Mul", ["most", "k"], ["z"]),
+     h.make_node("Expand", ["c34", "s134"], ["ce"]), h.make_node("Mul", ["ce", "x34"], ["u"])],
+    [vi("x", T.FLOAT, [1, 64]), vi("k", T.FLOAT, [1]), vi("x34", T.FLOAT, [1, 3, 4])],
+    [vi("y", T.FLOAT, [1, 64]), vi("z", T.FLOAT, [3000, 64]), vi("u", T.FLOAT, [1, 3, 4])],
+    [numpy_helper.from_array(big, "tab"), numpy_helper.from_array(big[::-1].copy(), "tab2"),
+     i64("s", [77]), i64("e", [78]), i64("a0", [0]), i64("e3000", [3000]),
+     numpy_helper.from_array(x34, "c34"), i64("s134", [1, 3, 4])]),
+    {"x": data((1, 64), "float32"), "k": np.array([0.5], np.float32), "x34": data((1, 3, 4), "float32")})
+r = subprocess.run([qm, "run", "fold_view_small_row_of_table.onnx", "-i", "x=fold_view_small_row_of_table_x.npy",
+                    "-i", "k=fold_view_small_row_of_table_k.npy", "-i", "x34=fold_view_small_row_of_table_x34.npy",
+                    "--bench", "1"], capture_output=True, text=True)
+import re
+wt = re.search(r"weights ([0-9.]+) MiB", r.stdout + r.stderr)
+if not wt or float(wt.group(1)) > 1.1:
+    print("FAIL: fold_view_frees_table: %s" % ((r.stdout + r.stderr).strip()[-200:] if not wt else
+          "weights %s MiB, expected the 1 MiB table sliced to one row freed (the other kept)" % wt.group(1)))
+else:
+    print("PASS: fold_view_frees_table")
+
+# the same Slices and Concat (LSTM gates reordered, as torch exports them)
+# in both branches of an If: the second branch's are views of the first's
+G = data((8, 4), "float32")
+def gates(nm, op):
+    return h.make_graph([h.make_node("Slice", ["g", "z0", "z4", "z0"], [nm + "_a"]),
+                         h.make_node("Slice", ["g", "z4", "z8", "z0"], [nm + "_b"]),
+                         h.make_node("Concat", [nm + "_b", nm + "_a"], [nm + "_c"], axis=0),
+                         h.make_node("Unsqueeze", [nm + "_c", "z0"], [nm + "_u"]),
+                         h.make_node(op, [nm + "_u", "x"], [nm + "_y"])],
+                        nm, [], [vi(nm + "_y", T.FLOAT, [1, 8, 4])])
+gm = model([h.make_node("If", ["cond"], ["y"], then_branch=gates("t", "Add"), else_branch=gates("e", "Mul"))],
+           [vi("cond", T.BOOL, []), vi("x", T.FLOAT, [1, 8, 4])], [vi("y", T.FLOAT, [1, 8, 4])],
+           [numpy_helper.from_array(G, "g"), i64("z0", [0]), i64("z4", [4]), i64("z8", [8])])
+for cond in (True, False):
+    fold_case("fold_again_if_%s" % ("then" if cond else "else"), gm,
+              {"cond": np.array(cond), "x": data((1, 8, 4), "float32")})
 
 # ---- inference ----
 

@@ -35,6 +35,10 @@
  * The input keeps pointing at the same bytes until it is released, so taps
  * and the kernel still read it; only ownership moves.
  *
+ * Constant folding gives those operators' results, and Slice's or
+ * Expand's when they are a contiguous range of the input's bytes, as views
+ * of their constant input (op_output_view): nothing is copied (see Alias).
+ *
  * Release (InterpOpts.release_consts): each constant of a plan counts the
  * reads of the steps that run (after folds and fused activations, as no
  * tap may watch). A constant nobody reads is freed once planned; a step
@@ -145,6 +149,22 @@ typedef struct Gelu {
 	int out;                  /* the last Mul's output slot */
 } Gelu;
 
+/* Views: a constant folded at plan time that reads the bytes of another
+ * in place (the output of Unsqueeze, Reshape, Slice... of a constant, see
+ * op_output_view) instead of a copy of them. silero-vad's If bodies
+ * slice, concatenate and unsqueeze 2 MiB of LSTM weights, and the page
+ * faults of those fresh copies, per interpreter, were most of planning it.
+ * A view holds no bytes: it names the constant that holds them (never a
+ * view itself: a view of a view names the first one's owner), which counts
+ * its views. An owner released (release_const) while views remain keeps
+ * its bytes until the last of them is released too. */
+typedef struct Alias {
+	struct Plan *of;          /* a view: the plan of the owner, else NULL */
+	int slot;                 /* a view: the owner's slot */
+	int views;                /* an owner: views not released */
+	int held;                 /* an owner: released, its bytes kept for its views */
+} Alias;
+
 struct Plan {
 	const Onnx__GraphProto *g;
 	Plan *parent;
@@ -156,6 +176,7 @@ struct Plan {
 	int *inputs, *outputs;    /* slots of the graph's inputs / outputs */
 	size_t ninputs, noutputs;
 	Tensor *consts;           /* per slot: loaded initializer (or empty) */
+	Alias *alias;             /* per slot: views and their owners */
 	int *readers;             /* release_consts: per slot, reads left (see Release) */
 };
 
@@ -228,6 +249,8 @@ struct Interp {
 	size_t weights;           /* bytes of constants held (not the kernels' caches) */
 	size_t live, peak;        /* bytes of live node outputs: now, highest */
 	Tensor *steal;            /* while a steal step runs: its input 0 */
+	StrMap folds;             /* planning: steps folded so far, by what they compute (fold_key) */
+	PtrVec foldrecs;          /* their FoldRecs */
 	int trim;                 /* constants were freed: give the heap's free pages back */
 };
 
@@ -619,6 +642,33 @@ static void scratch_end(Interp *ip, Scratch *sc)
 		}
 }
 
+/* The constant folding running on this thread (see Alias): the step's
+ * inputs and outputs, and per output the input it is a view of, or -1. */
+typedef struct FoldCtx {
+	const Tensor *const *in;
+	size_t nin;
+	Tensor *const *out;
+	size_t nout;
+	int *src;
+} FoldCtx;
+
+static _Thread_local FoldCtx *tl_fold;
+
+/* a folded step's output t: malloc'd, not zeroed (kernels write every
+ * element; zeroing fresh pages first was a third of folding silero-vad's
+ * Concats) */
+static int fold_output(Tensor *t, int dtype, int rank, const int64_t *dims)
+{
+	if (tensor_borrow(t, dtype, rank, dims, NULL) < 0)
+		return -1;
+	t->data = xmalloc(t->nbytes ? t->nbytes : 1);
+	t->owned = 1;
+#ifdef __SANITIZE_ADDRESS__
+	memset(t->data, 0xff, t->nbytes ? t->nbytes : 1); /* as op_output's */
+#endif
+	return 0;
+}
+
 /* give a node-output tensor's storage back to the pool */
 static void release_tensor(Interp *ip, Tensor *t)
 {
@@ -635,8 +685,10 @@ int op_output(RunCtx *c, size_t i, int dtype, int rank, const int64_t *dims)
 	if (i >= c->nout)
 		return op_error(c->node, "output %zu requested but the node has %zu outputs", i, c->nout);
 	Tensor *t = c->out[i];
-	if (!c->interp)
+	if (!c->interp && (!tl_fold || dtype == DT_STRING))
 		return tensor_alloc(t, dtype, rank, dims);
+	if (!c->interp) /* folding: uncleared, as the kernel writes it all (see below) */
+		return fold_output(t, dtype, rank, dims);
 	if (t->owned && t->data)
 		release_tensor(c->interp, t);
 	Tensor s = {0};
@@ -668,6 +720,30 @@ int op_output(RunCtx *c, size_t i, int dtype, int rank, const int64_t *dims)
 #endif
 	t->owned = 1;
 	return 0;
+}
+
+int op_output_view(RunCtx *c, size_t i, const Tensor *src, size_t off, int dtype, int rank,
+		   const int64_t *dims)
+{
+	const FoldCtx *fc = tl_fold;
+	size_t j = 0, k = 0;
+	Tensor v = {0};
+	if (!fc || c->interp || i >= c->nout || !src || src->kind != TK_TENSOR || src->dtype == DT_STRING ||
+	    !src->data || dtype == DT_STRING)
+		return op_output(c, i, dtype, rank, dims);
+	while (j < fc->nin && fc->in[j] != src)
+		j++;
+	while (k < fc->nout && fc->out[k] != c->out[i])
+		k++;
+	/* a range of a folded step's own input, into its own output, aligned
+	 * as borrowed initializers are */
+	if (j == fc->nin || k == fc->nout || tensor_borrow(&v, dtype, rank, dims, NULL) < 0 || !v.nbytes ||
+	    off > src->nbytes || v.nbytes > src->nbytes - off || ((uintptr_t)src->data + off) % 16)
+		return op_output(c, i, dtype, rank, dims);
+	if (tensor_borrow(c->out[i], dtype, rank, dims, (char *)src->data + off) < 0)
+		return -1;
+	fc->src[k] = (int)j;
+	return 1;
 }
 
 /* ---- planning ---- */
@@ -710,7 +786,6 @@ static void plan_free(Plan *p)
 		return;
 	for (size_t i = 0; i < p->nsteps; i++) {
 		free(p->steps[i].in);
-		free(p->steps[i].out);
 		free(p->steps[i].implicit);
 		free(p->steps[i].release);
 		if (p->steps[i].cache.release)
@@ -729,6 +804,7 @@ static void plan_free(Plan *p)
 		for (size_t i = 0; i < p->nvals; i++)
 			tensor_free(&p->consts[i]);
 	free(p->consts);
+	free(p->alias);
 	free(p->readers);
 	free(p->vals);
 	strmap_free(&p->map);
@@ -873,6 +949,14 @@ static int plan_graph(Interp *ip, const Onnx__GraphProto *g, Plan *parent, Plan 
 	pv_push(&ip->plans, p);
 	*out = p;
 	size_t nn = g->n_node;
+	/* room for every name the graph defines (outer values come on top):
+	 * no table grown and rehashed as they arrive */
+	size_t names = g->n_initializer + g->n_input;
+	for (size_t i = 0; i < nn; i++)
+		names += g->node[i]->n_output;
+	p->capvals = names + 8;
+	p->vals = xreallocarray(NULL, p->capvals, sizeof *p->vals);
+	strmap_reserve(&p->map, p->capvals);
 	int **deps = xcalloc(nn ? nn : 1, sizeof *deps);
 	size_t *ndeps = xcalloc(nn ? nn : 1, sizeof *ndeps);
 	int *order = xcalloc(nn ? nn : 1, sizeof *order);
@@ -935,8 +1019,9 @@ static int plan_graph(Interp *ip, const Onnx__GraphProto *g, Plan *parent, Plan 
 		st->node = n;
 		if (find_def(ip, n, st) < 0)
 			goto out;
-		st->in = xcalloc(n->n_input ? n->n_input : 1, sizeof *st->in);
-		st->out = xcalloc(n->n_output ? n->n_output : 1, sizeof *st->out);
+		/* one block: out follows in (freed with it) */
+		st->in = xcalloc(n->n_input + n->n_output ? n->n_input + n->n_output : 1, sizeof *st->in);
+		st->out = st->in + n->n_input;
 		for (size_t k = 0; k < n->n_input; k++) {
 			const char *nm = n->input[k];
 			st->in[k] = -1;
@@ -977,10 +1062,16 @@ static int plan_graph(Interp *ip, const Onnx__GraphProto *g, Plan *parent, Plan 
 						push_int(&st->implicit, &st->nimplicit, sub->vals[v].outer);
 			}
 		}
+		deps[i] = xmalloc(sizeof *deps[i] * (n->n_input + st->nimplicit ? n->n_input + st->nimplicit : 1));
 		for (size_t k = 0; k < n->n_input + st->nimplicit; k++) {
 			int s = k < n->n_input ? st->in[k] : st->implicit[k - n->n_input];
-			if (s >= 0 && p->vals[s].kind == V_NODE)
-				push_int(&deps[i], &ndeps[i], p->vals[s].producer);
+			size_t d = 0;
+			if (s < 0 || p->vals[s].kind != V_NODE)
+				continue;
+			while (d < ndeps[i] && deps[i][d] != p->vals[s].producer)
+				d++;
+			if (d == ndeps[i]) /* push_int's, in a block sized once */
+				deps[i][ndeps[i]++] = p->vals[s].producer;
 		}
 	}
 
@@ -1033,7 +1124,6 @@ out:
 	for (size_t i = 0; i < nn; i++) {
 		free(deps[i]);
 		free(steps[i].in);
-		free(steps[i].out);
 		free(steps[i].implicit);
 		free(steps[i].release);
 	}
@@ -1094,7 +1184,7 @@ static const Tensor *same_folded(Interp *ip, const Tensor *t)
 		Plan *q = ip->plans.v[i];
 		for (size_t s = 0; q->consts && s < q->nvals; s++) {
 			const Tensor *c = &q->consts[s];
-			if (q->vals[s].kind == V_INIT && q->vals[s].init < 0 && c->data &&
+			if (q->vals[s].kind == V_INIT && q->vals[s].init < 0 && c->data && !q->alias[s].of &&
 			    (c->owned || shared_find(ip, c->data)) &&
 			    c->kind == TK_TENSOR && c->dtype == t->dtype && c->nbytes == t->nbytes &&
 			    c->rank == t->rank && !memcmp(c->dims, t->dims, sizeof *t->dims * (size_t)t->rank) &&
@@ -1145,14 +1235,116 @@ static int borrow_constant(const Onnx__NodeProto *n, Tensor *t)
 	return borrow_proto(n->attribute[0]->t, t) == 1;
 }
 
+/* slot s of p as the constant that holds its bytes: outer values
+ * followed into enclosing plans, views to their owners (see Alias) */
+static void const_owner(Plan *p, int s, Plan **op, int *os)
+{
+	while (p->vals[s].kind == V_OUTER) {
+		s = p->vals[s].outer;
+		p = p->parent;
+	}
+	if (p->alias[s].of) {
+		*op = p->alias[s].of;
+		*os = p->alias[s].slot;
+	} else {
+		*op = p;
+		*os = s;
+	}
+}
+
+/* A step folded at plan time (see fold_key). */
+typedef struct FoldRec {
+	Plan *p;
+	const Step *st;
+} FoldRec;
+
+/* Into k, what step st of p computes: its operator, opset, attributes and
+ * outputs, and its inputs as the constants holding their bytes (with the
+ * offset of a view into them), so that a step of the same key gives the
+ * same outputs (constants never change at plan time). silero-vad's two
+ * branches of an If each slice and concatenate the same LSTM weights of
+ * the enclosing graph: the second Concat becomes a view of the first's
+ * result instead of 0.5 MiB more of fresh pages. 0 when the step has no
+ * inputs (a Constant borrows its bytes anyway) or reads a constant whose
+ * bytes are gone. */
+static int fold_key(Plan *p, const Step *st, StrBuf *k)
+{
+	const Onnx__NodeProto *n = st->node;
+	if (!n->n_input)
+		return 0;
+	sb_reset(k);
+	sb_add(k, n->op_type, strlen(n->op_type) + 1);
+	sb_add(k, n->domain ? n->domain : "", strlen(n->domain ? n->domain : "") + 1);
+	sb_add(k, &st->opset, sizeof st->opset);
+	sb_add(k, &n->n_input, sizeof n->n_input);
+	sb_add(k, &n->n_output, sizeof n->n_output);
+	for (size_t i = 0; i < n->n_output; i++)
+		sb_putc(k, st->out[i] >= 0);
+	for (size_t i = 0; i < n->n_input; i++) {
+		struct {
+			Plan *p;
+			int64_t slot, off, dtype, rank, dims[QM_MAX_RANK];
+		} in;
+		memset(&in, 0, sizeof in); /* padding too: the key is bytes */
+		if (st->in[i] >= 0) {
+			const Tensor *t = plan_const(p, st->in[i]);
+			int os;
+			const_owner(p, st->in[i], &in.p, &os);
+			const Tensor *o = &in.p->consts[os];
+			if (!t->data || !o->data || t->kind != TK_TENSOR)
+				return 0;
+			in.slot = os;
+			in.off = (const char *)t->data - (const char *)o->data;
+			in.dtype = t->dtype;
+			in.rank = t->rank;
+			memcpy(in.dims, t->dims, sizeof *t->dims * (size_t)t->rank);
+		}
+		sb_add(k, &in, sizeof in);
+	}
+	for (size_t i = 0; i < n->n_attribute; i++) {
+		size_t len = onnx__attribute_proto__get_packed_size(n->attribute[i]);
+		sb_add(k, &len, sizeof len);
+		sb_grow(k, len);
+		k->len += onnx__attribute_proto__pack(n->attribute[i], (uint8_t *)k->buf + k->len);
+	}
+	return 1;
+}
+
+/* the outputs of an earlier step folded with the key k, into res as
+ * views of its results with their owners in view (see Alias); 1 if so */
+static int fold_again(Interp *ip, const StrBuf *k, const Step *st, Tensor *res, Alias *view)
+{
+	StrMapEnt *e = strmap_findb(&ip->folds, k->buf, k->len);
+	if (!e)
+		return 0;
+	const FoldRec *r = e->v.p;
+	for (size_t i = 0; i < st->node->n_output; i++) {
+		int s = r->st->out[i];
+		if (st->out[i] >= 0 && (r->p->vals[s].kind != V_INIT || !r->p->consts[s].data ||
+					r->p->consts[s].kind != TK_TENSOR || r->p->consts[s].dtype == DT_STRING))
+			return 0; /* gone, or not bytes a view can read */
+	}
+	for (size_t i = 0; i < st->node->n_output; i++) {
+		if (st->out[i] < 0)
+			continue;
+		res[i] = r->p->consts[r->st->out[i]];
+		res[i].owned = 0;
+		res[i].name = NULL;
+		const_owner(r->p, r->st->out[i], &view[i].of, &view[i].slot);
+	}
+	return 1;
+}
+
 /* Constant folding: a node whose inputs are all initializers or folded
  * values (of this plan or an enclosing one: an If body reordering the
  * main graph's LSTM weights, say) runs once here and its outputs become
- * constants of the plan (up to 16 MiB each); one equal to a constant
- * folded before borrows its bytes. Plans are folded parents first. A node
- * that fails is left to fail, with its message, when the model runs. */
+ * constants of the plan (up to 16 MiB each, views of any size: see
+ * Alias); one equal to a constant folded before borrows its bytes. Plans
+ * are folded parents first. A node that fails is left to fail, with its
+ * message, when the model runs. */
 static void fold_constants(Interp *ip, Plan *p)
 {
+	StrBuf key = {0};
 	for (size_t i = 0; i < p->nsteps; i++) {
 		Step *st = &p->steps[i];
 		const Onnx__NodeProto *n = st->node;
@@ -1168,22 +1360,47 @@ static void fold_constants(Interp *ip, Plan *p)
 		const Tensor **ins = xcalloc(nin ? nin : 1, sizeof *ins);
 		Tensor **outs = xcalloc(nout ? nout : 1, sizeof *outs);
 		Tensor *res = xcalloc(nout ? nout : 1, sizeof *res);
+		int *src = xmalloc(sizeof *src * (nout ? nout : 1));
+		Alias *view = xcalloc(nout ? nout : 1, sizeof *view);
 		for (size_t k = 0; k < nin; k++)
 			ins[k] = st->in[k] >= 0 ? plan_const(p, st->in[k]) : NULL;
-		for (size_t k = 0; k < nout; k++)
+		for (size_t k = 0; k < nout; k++) {
 			outs[k] = &res[k];
+			src[k] = -1;
+		}
 		RunCtx c = {
 			.node = n, .opset = st->opset, .nin = nin, .nout = nout,
 			.in = ins, .out = outs, .interp = NULL, .threads = ip->o.threads,
 		};
-		ok = borrow_constant(n, &res[0]) || st->def->run(&c) == 0;
+		FoldCtx fc = {.in = ins, .nin = nin, .out = outs, .nout = nout, .src = src};
+		int keyed = 0, again = 0;
+		ok = borrow_constant(n, &res[0]);
+		if (!ok && (keyed = fold_key(p, st, &key)))
+			ok = again = fold_again(ip, &key, st, res, view);
+		if (!ok) {
+			tl_fold = &fc;
+			ok = st->def->run(&c) == 0;
+			tl_fold = NULL;
+			for (size_t k = 0; ok && k < nout; k++)
+				if (src[k] >= 0)
+					const_owner(p, st->in[src[k]], &view[k].of, &view[k].slot);
+		}
 		for (size_t k = 0; ok && k < nout; k++)
-			ok = st->out[k] < 0 || (res[k].data && res[k].dtype && res[k].nbytes <= (16u << 20) &&
+			ok = st->out[k] < 0 || (res[k].data && res[k].dtype &&
+						(res[k].nbytes <= (16u << 20) || view[k].of) &&
 						res[k].numel == shape_numel(res[k].rank, res[k].dims));
 		for (size_t k = 0; ok && k < nout; k++) {
 			int s = st->out[k];
 			if (s < 0)
 				continue;
+			if (view[k].of) { /* it holds no bytes */
+				p->consts[s] = res[k];
+				memset(&res[k], 0, sizeof res[k]);
+				p->vals[s].kind = V_INIT;
+				p->alias[s] = (Alias){.of = view[k].of, .slot = view[k].slot};
+				view[k].of->alias[view[k].slot].views++;
+				continue;
+			}
 			const Tensor *same = same_folded(ip, &res[k]);
 			p->consts[s] = res[k];
 			memset(&res[k], 0, sizeof res[k]);
@@ -1199,12 +1416,26 @@ static void fold_constants(Interp *ip, Plan *p)
 		}
 		if (ok)
 			st->folded = 1;
+		if (ok && keyed && !again) {
+			int added;
+			StrMapEnt *e = strmap_addb(&ip->folds, key.buf, key.len, &added);
+			if (added) {
+				FoldRec *r = xmalloc(sizeof *r);
+				*r = (FoldRec){p, st};
+				pv_push(&ip->foldrecs, r);
+				e->v.p = r;
+				strmap_own_key(e);
+			}
+		}
 		for (size_t k = 0; k < nout; k++)
 			tensor_free(&res[k]);
 		free(res);
+		free(src);
+		free(view);
 		free(ins);
 		free(outs);
 	}
+	sb_release(&key);
 }
 
 /* the constant float32 tensor of slot s with n elements (n < 0: any), or NULL */
@@ -1521,6 +1752,7 @@ static int load_consts(Interp *ip)
 	for (size_t i = 0; i < ip->plans.n; i++) {
 		Plan *p = ip->plans.v[i];
 		p->consts = xcalloc(p->nvals ? p->nvals : 1, sizeof *p->consts);
+		p->alias = xcalloc(p->nvals ? p->nvals : 1, sizeof *p->alias);
 		for (size_t s = 0; s < p->nvals; s++) {
 			if (p->vals[s].init < 0)
 				continue;
@@ -1606,13 +1838,72 @@ static void trim_heap(Interp *ip)
 	ip->trim = 0;
 }
 
-/* free the bytes of constant s of p, and its initializer's in the model */
+/* whether releasing constant s of p would free its bytes */
+static int frees_bytes(Interp *ip, const Plan *p, int s)
+{
+	const Tensor *t = &p->consts[s];
+	const Block *sh = shared_find(ip, t->data);
+	int init = p->vals[s].init;
+	if (sh)
+		return sh->cap == 1;
+	return t->owned || (init >= 0 && !ip->inl && p->g->initializer[init]->raw_data.data == t->data);
+}
+
+/* Owner s of p is released while views still read its bytes: when those
+ * are under half of them, each view takes a copy of its own and the
+ * owner's bytes can go (a row sliced from a large table must not keep the
+ * whole table); 1 if so. */
+static int unview(Interp *ip, Plan *p, int s)
+{
+	size_t bytes = 0;
+	for (int copy = 0; copy < 2; copy++) {
+		for (size_t i = 0; i < ip->plans.n; i++) {
+			Plan *q = ip->plans.v[i];
+			for (size_t v = 0; v < q->nvals; v++) {
+				Tensor *t = &q->consts[v];
+				if (q->alias[v].of != p || q->alias[v].slot != s || !t->data)
+					continue;
+				if (!copy) {
+					bytes += t->nbytes;
+					continue;
+				}
+				void *d = xmalloc(t->nbytes);
+				memcpy(d, t->data, t->nbytes);
+				t->data = d;
+				t->owned = 1;
+				q->alias[v].of = NULL;
+				ip->weights += t->nbytes;
+			}
+		}
+		if (!copy && 2 * bytes >= p->consts[s].nbytes)
+			return 0;
+	}
+	p->alias[s].views = 0;
+	return 1;
+}
+
+/* free the bytes of constant s of p, and its initializer's in the model;
+ * an owner's wait for its views (see Alias), a view's own go with it */
 static void release_const(Interp *ip, Plan *p, int s)
 {
 	Tensor *t = &p->consts[s];
+	Alias *a = &p->alias[s];
 	int init = p->vals[s].init;
 	if (!t->data || t->kind != TK_TENSOR || t->dtype == DT_STRING)
 		return;
+	if (a->of) {
+		Alias *o = &a->of->alias[a->slot];
+		t->data = NULL;
+		if (--o->views == 0 && o->held) {
+			o->held = 0;
+			release_const(ip, a->of, a->slot);
+		}
+		return;
+	}
+	if (a->views && !(frees_bytes(ip, p, s) && unview(ip, p, s))) {
+		a->held = 1;
+		return;
+	}
 	Block *sh = shared_find(ip, t->data);
 	if (sh) { /* shared: the last holder frees the bytes */
 		if (--sh->cap > 0) {
@@ -1716,6 +2007,13 @@ static void note_packed(Interp *ip, Plan *p, Step *st)
 	}
 }
 
+/* the record of folded steps (fold_key), needed only while planning */
+static void folds_free(Interp *ip)
+{
+	strmap_free_keys(&ip->folds);
+	pv_free_all(&ip->foldrecs);
+}
+
 Interp *interp_new(Model *m, const InterpOpts *o)
 {
 	if (!m || !m->proto || !m->proto->graph) {
@@ -1745,6 +2043,7 @@ Interp *interp_new(Model *m, const InterpOpts *o)
 			fuse_plan(ip, ip->plans.v[i]);
 			plan_steals(ip->plans.v[i]);
 		}
+	folds_free(ip);
 	for (size_t i = 0; !ip->o.check_only && ip->o.release_consts && i < ip->plans.n; i++)
 		plan_readers(ip, ip->plans.v[i]);
 	trim_heap(ip);
@@ -1766,6 +2065,7 @@ void interp_free(Interp *ip)
 {
 	if (!ip)
 		return;
+	folds_free(ip);
 	if (ip->mainf.t)
 		for (size_t s = 0; s < ip->main->nvals; s++)
 			tensor_free(&ip->mainf.t[s]);

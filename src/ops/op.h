@@ -128,6 +128,13 @@ typedef struct RunCtx {
 /* Allocate output i with the given type and shape. Contents are
  * unspecified: the kernel writes every element. */
 int op_output(RunCtx *c, size_t i, int dtype, int rank, const int64_t *dims);
+/* Output i as bytes [off, off + its size) of src, one of c->in, read in
+ * place where the caller allows it (the interpreter folding constants at
+ * plan time): 1 when it does (the kernel writes nothing), 0 when the
+ * output was allocated as op_output() does (the kernel fills it), -1
+ * after op_error(). */
+int op_output_view(RunCtx *c, size_t i, const Tensor *src, size_t off, int dtype, int rank,
+		   const int64_t *dims);
 /* 0 when input i is present, else -1 with op_error "missing input i" */
 int run_need(RunCtx *c, size_t i);
 /* Scratch memory of the running kernel: slot's buffer (a kernel and what

@@ -33,16 +33,18 @@ static void pass_symval(InferCtx *c, const ValueType *in, ValueType *out)
 }
 
 /* out = copy of t's data with a new shape; the interpreter may have handed
- * t's own block to the output (t dies here, see exec/interp.c), then there
- * is nothing to copy */
+ * t's own block to the output (t dies here, see exec/interp.c), or made
+ * the output a view of t (constant folding), then there is nothing to
+ * copy */
 static int copy_reshaped(RunCtx *c, const Tensor *t, int rank, const int64_t *dims)
 {
-	if (op_output(c, 0, t->dtype, rank, dims) < 0)
+	int v = op_output_view(c, 0, t, 0, t->dtype, rank, dims);
+	if (v < 0)
 		return -1;
 	if (c->out[0]->nbytes != t->nbytes)
 		return op_error(c->node, "cannot reshape %lld elements into %lld",
 				(long long)t->numel, (long long)c->out[0]->numel);
-	if (t->nbytes && c->out[0]->data != t->data)
+	if (!v && t->nbytes && c->out[0]->data != t->data)
 		memcpy(c->out[0]->data, t->data, t->nbytes);
 	return 0;
 }
@@ -671,9 +673,12 @@ static int expand_run(RunCtx *c)
 	size_t es;
 	if (op_elemsize(c->node, c->opset, x->dtype, &es) < 0)
 		return -1;
-	if (op_output(c, 0, x->dtype, r, dims) < 0)
+	/* as many elements: the same bytes (a constant's, in place) */
+	int v = shape_numel(r, dims) == x->numel ? op_output_view(c, 0, x, 0, x->dtype, r, dims)
+						  : op_output(c, 0, x->dtype, r, dims);
+	if (v < 0)
 		return -1;
-	return bcast_expand(c->node, x, c->out[0]);
+	return v ? 0 : bcast_expand(c->node, x, c->out[0]);
 }
 
 OPERATOR(ai_onnx, Expand, 8, expand_infer, expand_run)
@@ -1541,8 +1546,6 @@ static int slice_run(RunCtx *c)
 		step[a] = s.steps[i];
 	}
 	slice_args_free(&s);
-	if (op_output(c, 0, x->dtype, x->rank, dims) < 0)
-		return -1;
 	dims_strides(x->rank, x->dims, xs);
 	int64_t base = 0;
 	for (int k = 0; k < x->rank; k++) {
@@ -1550,7 +1553,21 @@ static int slice_run(RunCtx *c)
 			base += first[k] * xs[k];
 		xs[k] *= step[k];
 	}
-	strided_copy(c->out[0]->data, x->data, es, x->rank, dims, xs, base);
+	/* a contiguous range of x (each axis longer than 1 steps by the
+	 * elements after it): a constant's is read in place */
+	int64_t run = 1;
+	int range = 1;
+	for (int k = x->rank; k-- > 0;) {
+		if (dims[k] > 1 && xs[k] != run)
+			range = 0;
+		run *= dims[k];
+	}
+	int v = range && run > 0 ? op_output_view(c, 0, x, (size_t)base * es, x->dtype, x->rank, dims)
+				 : op_output(c, 0, x->dtype, x->rank, dims);
+	if (v < 0)
+		return -1;
+	if (!v)
+		strided_copy(c->out[0]->data, x->data, es, x->rank, dims, xs, base);
 	return 0;
 fail:
 	slice_args_free(&s);

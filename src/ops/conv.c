@@ -13,14 +13,21 @@
  * constants of the plan packed once, in the node's cache, one pack for the
  * interpreters of a model side by side (fgemm_pack_a_const); bias added as
  * tiles are stored) and cblas_sgemm elsewhere; double through dgemm. With
- * packed weights, a convolution whose output grid wastes few columns runs
- * directly: each image (small ones several side by side) is copied once,
- * padded and split by stride phase, and fgemm reads its unfolded rows in
- * place (see DirectGeom); the others write fgemm's panels straight from
- * the input (ConvFill). A Relu or Clip the interpreter fused into the node
+ * constant weights on AVX-512 CPUs, a convolution of 17 to 128 output
+ * channels a group runs directly with the channels in the vectors
+ * (conv_gemm_cv): each image is copied once, padded (and split by stride
+ * phase for width strides above 2, see DirectGeom), and its elements are
+ * broadcast against packed weights, any batch size, nothing computed past
+ * the output. Of the
+ * others, one whose output grid wastes few columns runs directly too,
+ * output positions in the vectors: each image (small ones several side by
+ * side, the batch's last images in a smaller group when it does not
+ * divide) is copied the same way and fgemm reads its unfolded rows in
+ * place; the rest write fgemm's panels straight from the input
+ * (ConvFill). A Relu or Clip the interpreter fused into the node
  * (RunCtx.clamp) is applied as results are stored: in fgemm's tiles, or per
  * GEMM tile while it is in cache; a fused Add (RunCtx.sum, a residual
- * connection) is added before it, in the direct product's tiles or in a
+ * connection) is added before it, in the direct products' tiles or in a
  * pass after the others. The
  * integer convolutions subtract zero points into doubles, whose dgemm is
  * exact for any realistic reduction length (products of 8-bit values summed
@@ -552,12 +559,12 @@ static FgemmMap conv_direct_map(const ConvShape *cs, const DirectGeom *dg)
  * on rows read in place: magika's 512 took 40% longer directly) */
 #define DIRECT_MAX_M 128
 
-static int conv_direct_geom(const ConvShape *cs, int64_t nimg, DirectGeom *dg)
+/* the layout of dg for nimg images side by side (planes, phases, grid);
+ * 0 when a stride is above DIRECT_MAX_STRIDE or the output empty */
+static int conv_direct_layout(const ConvShape *cs, int64_t nimg, DirectGeom *dg)
 {
 	memset(dg, 0, sizeof *dg);
 	dg->nimg = nimg;
-	if (cs->M / cs->G > DIRECT_MAX_M)
-		return 0;
 	dg->planes = 1;
 	for (int j = 0; j < 3; j++) {
 		if (cs->s[j] > DIRECT_MAX_STRIDE || cs->out[j] < 1)
@@ -590,11 +597,19 @@ static int conv_direct_geom(const ConvShape *cs, int64_t nimg, DirectGeom *dg)
 	 * them all in two sets, and the product ran 40% slower than on panels */
 	dg->stride = dg->plane % 32 <= 16 ? dg->plane - dg->plane % 32 + 16 : dg->plane - dg->plane % 32 + 48;
 	dg->n = ((cs->out[0] - 1) * dg->q[1] + cs->out[1] - 1) * dg->w + (nimg - 1) * dg->iw + cs->out[2];
+	dg->floats = cs->C / cs->G * dg->planes * dg->stride;
+	return 1;
+}
+
+static int conv_direct_geom_any(const ConvShape *cs, int64_t nimg, int any, DirectGeom *dg)
+{
+	if (cs->M / cs->G > DIRECT_MAX_M || !conv_direct_layout(cs, nimg, dg))
+		return 0;
 	FgemmMap map = conv_direct_map(cs, dg);
 	FgemmDirectPlan *pl = fgemm_direct_plan(&map);
 	int64_t cols = fgemm_direct_cols(pl);
 	fgemm_direct_plan_free(pl);
-	if (cols * 10 > nimg * cs->osz * 13)
+	if (!any && cols * 10 > nimg * cs->osz * 13)
 		return 0;
 	int64_t cg = cs->C / cs->G;
 	/* the last tap's reads end at its offset + n + FGEMM_NR / 2 */
@@ -603,6 +618,11 @@ static int conv_direct_geom(const ConvShape *cs, int64_t nimg, DirectGeom *dg)
 	last += (kd / cs->s[0] * dg->q[1] + kh / cs->s[1]) * dg->w + kw / cs->s[2] + dg->n + FGEMM_NR / 2;
 	dg->floats = last > cg * dg->planes * dg->stride ? last : cg * dg->planes * dg->stride;
 	return 1;
+}
+
+static int conv_direct_geom(const ConvShape *cs, int64_t nimg, DirectGeom *dg)
+{
+	return conv_direct_geom_any(cs, nimg, 0, dg);
 }
 
 /* per row of the unfolded matrix (channel, kd, kh, kw), its offset in the
@@ -774,7 +794,12 @@ static void conv_direct_pad(const ConvShape *cs, const DirectGeom *dg, const flo
 /* fill dg for the direct product of cs, with one image per product where
  * that suits, else with the fewest images side by side (a divisor of N, up
  * to DIRECT_MAX_IMAGES) that give DIRECT_MIN_COLS columns or, short of
- * that, the most that suit; 0 when none does */
+ * that, the most that suit; 0 when none does. A batch with no such
+ * divisor (a prime above DIRECT_MAX_IMAGES, say) is taken the same way
+ * without one: its last images, fewer than dg->nimg, go in a group of
+ * their own (conv_gemm_direct), so any batch size runs directly (the
+ * digits CNN's 16-channel-like layers at batch 23: 12.7 us a sample
+ * through im2col, 4.5 directly, as at batch 24) */
 #define DIRECT_MAX_IMAGES 16
 #define DIRECT_MIN_COLS 256
 
@@ -782,15 +807,19 @@ static int conv_direct_images(const ConvShape *cs, DirectGeom *dg)
 {
 	if (conv_direct_geom(cs, 1, dg))
 		return 1;
-	int64_t best = 0;
-	for (int64_t k = 2; k <= DIRECT_MAX_IMAGES && k <= cs->N; k++) {
-		if (cs->N % k || !conv_direct_geom(cs, k, dg))
-			continue;
-		best = k;
-		if (dg->n >= DIRECT_MIN_COLS)
-			return 1;
+	for (int rest = 0; rest < 2; rest++) {
+		int64_t best = 0;
+		for (int64_t k = 2; k <= DIRECT_MAX_IMAGES && k <= cs->N; k++) {
+			if ((!rest && cs->N % k) || !conv_direct_geom(cs, k, dg))
+				continue;
+			best = k;
+			if (dg->n >= DIRECT_MIN_COLS)
+				return 1;
+		}
+		if (best)
+			return conv_direct_geom(cs, best, dg);
 	}
-	return best && conv_direct_geom(cs, best, dg);
+	return 0;
 }
 
 typedef struct DirectRun {
@@ -825,8 +854,8 @@ static void direct_run(void *arg, int64_t lo, int64_t hi)
 /* conv_gemm through fgemm_packed_direct: several products (images, or
  * dg->nimg images side by side, and groups) go to the threads whole, one
  * is split by columns */
-static void conv_gemm_direct(const ConvShape *cs, const DirectGeom *dg, const float *x, const float *bias,
-			     const float *sum, const float *clamp, float *y, FgemmA **pa)
+static void conv_gemm_direct_group(const ConvShape *cs, const DirectGeom *dg, const float *x, const float *bias,
+				   const float *sum, const float *clamp, float *y, FgemmA **pa)
 {
 	int64_t all = cs->N / dg->nimg * cs->G;
 	int thr = cs->threads < all ? cs->threads : (int)all;
@@ -840,6 +869,380 @@ static void conv_gemm_direct(const ConvShape *cs, const DirectGeom *dg, const fl
 	nn_parallel(thr, all, direct_run, &r);
 	fgemm_direct_plan_free(pl);
 	free(off);
+}
+
+/* the batch in groups of dg->nimg images, then the images left over (N
+ * not a multiple of nimg) as one group of their own, side by side too
+ * (laid out as suits them, or as the first group would be when no
+ * layout passes conv_direct_geom's test: one product of a few wasted
+ * columns still beats unfolding) */
+static void conv_gemm_direct(const ConvShape *cs, const DirectGeom *dg, const float *x, const float *bias,
+			     const float *sum, const float *clamp, float *y, FgemmA **pa)
+{
+	int64_t full = cs->N / dg->nimg * dg->nimg, rest = cs->N - full;
+	if (full)
+		conv_gemm_direct_group(cs, dg, x, bias, sum, clamp, y, pa);
+	if (!rest)
+		return;
+	ConvShape cr = *cs;
+	DirectGeom dr;
+	cr.N = rest;
+	if (!conv_direct_geom(&cr, rest, &dr))
+		conv_direct_geom_any(&cr, rest, 1, &dr);
+	conv_gemm_direct_group(&cr, &dr, x + full * cs->C * cs->isz, bias, sum ? sum + full * cs->M * cs->osz : NULL,
+			       clamp, y + full * cs->M * cs->osz, pa);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* ---- direct convolution with output channels in the vectors ---- */
+
+/* The direct product above holds output positions in its vectors: a grid
+ * row's padding columns are computed and dropped (2 in 16 on a 14-wide
+ * output, 8 in 32 on a 28-wide one, whose halves start mid-row and store
+ * in pieces), and each tap's row is loaded unaligned again for every
+ * strip of 8 or 12 weights. Here a vector holds 16 output channels and
+ * the input is broadcast: a tile of P outputs by V vectors of channels
+ * (P x V up to 24 accumulators) reads per tap V vectors of weights
+ * (packed [tap][channel] per group, zeros past the group's channels) and
+ * P elements of the padded planes of DirectGeom (cv_plane_shape) at the
+ * tap's offset. The planes are one image's: nothing is computed past the
+ * output, so images need not go side by side and any batch size runs
+ * here. Sums run over the taps in blocks of up to CV_KB taps, of even
+ * sizes (288 taps: 3 x 96, not 128, 128, 32), whose weights stay in L1,
+ * carried in a buffer of [position][CV_LD channels] from block to block:
+ * one chain per element in the order of the taps, as fgemm_packed_direct
+ * computes them, so the bytes are the same as that product's. The buffer
+ * is turned 16 x 16 in registers into the output's rows, bias, sum and
+ * clamp applied as they are stored (fashion-cnn's second layer: 40.8 ->
+ * 35 us a sample at batch 8; its first, of one input channel, 8 -> 4.4:
+ * there the stores were the cost). */
+#define CV_KB 128               /* 32 KiB of weights for 64 channels */
+#define CV_LD 64
+#define CV_PX 256               /* positions per buffer: 64 KiB */
+#define CV_ACC 24
+#define CV_ROWS(V) ((V) <= 2)   /* tiles within one output row (cv_tile) */
+
+/* the tile of P positions (position j's input at xp[j]) by V vectors of
+ * channels, over kb taps (weights wp, ws floats per tap); sums in t
+ * (position j, vector v at t + j * CV_LD + 16 * v), carried on from it
+ * when acc. With 3 or 4 vectors, a pointer per position lets a tile run
+ * on past the end of an output row into the next (14 positions a row:
+ * tiles of 6, not 5, 5, 4); tiles of 12 positions would keep their
+ * pointers on the stack, so with 2 they stay in a row and read xp[0] +
+ * j * S (S: the width stride, 1 or 2, in planes not split by phase) */
+AVX512 static inline __attribute__((always_inline)) void
+cv_tile(int V, int P, int S, int64_t kb, const float *wp, int64_t ws, const float *const *xp, const int64_t *off,
+	float *t, int acc)
+{
+	__m512 a[CV_ACC], w[4];
+	const float *x[CV_ACC];
+#pragma GCC unroll 24
+	for (int j = 0; j < P; j++)
+		x[j] = CV_ROWS(V) ? xp[0] + j * S : xp[j];
+#pragma GCC unroll 24
+	for (int i = 0; i < P * V; i++)
+		a[i] = acc ? _mm512_loadu_ps(t + i / V * CV_LD + i % V * 16) : _mm512_setzero_ps();
+	for (int64_t kk = 0; kk < kb; kk++, wp += ws) {
+		int64_t o = off[kk];
+#pragma GCC unroll 4
+		for (int v = 0; v < V; v++)
+			w[v] = _mm512_loadu_ps(wp + 16 * v);
+#pragma GCC unroll 24
+		for (int j = 0; j < P; j++) {
+			__m512 b = _mm512_set1_ps(x[j][o]);
+#pragma GCC unroll 4
+			for (int v = 0; v < V; v++)
+				a[j * V + v] = _mm512_fmadd_ps(w[v], b, a[j * V + v]);
+		}
+	}
+#pragma GCC unroll 24
+	for (int i = 0; i < P * V; i++)
+		_mm512_storeu_ps(t + i / V * CV_LD + i % V * 16, a[i]);
+}
+
+typedef void (*CvTile)(int64_t kb, const float *wp, int64_t ws, const float *const *xp, const int64_t *off,
+		       float *t, int acc);
+
+/* the widest tile per V, 2 to 4 vectors of channels: 24 accumulators
+ * (one vector would take a broadcast per multiply-add: a group of 16
+ * channels or fewer goes to fgemm_packed_direct) */
+static const int cv_pmax[5] = {0, 0, 12, 8, 6};
+
+#define CV_FN(V, P, S)                                                                                 \
+	AVX512 static void cv_##V##_##P##_##S(int64_t kb, const float *wp, int64_t ws, const float *const *xp, \
+					      const int64_t *off, float *t, int acc)                 \
+	{                                                                                              \
+		cv_tile(V, P, S, kb, wp, ws, xp, off, t, acc);                                         \
+	}
+CV_FN(2, 1, 1) CV_FN(2, 2, 1) CV_FN(2, 3, 1) CV_FN(2, 4, 1) CV_FN(2, 5, 1) CV_FN(2, 6, 1)
+CV_FN(2, 7, 1) CV_FN(2, 8, 1) CV_FN(2, 9, 1) CV_FN(2, 10, 1) CV_FN(2, 11, 1) CV_FN(2, 12, 1)
+CV_FN(2, 1, 2) CV_FN(2, 2, 2) CV_FN(2, 3, 2) CV_FN(2, 4, 2) CV_FN(2, 5, 2) CV_FN(2, 6, 2)
+CV_FN(2, 7, 2) CV_FN(2, 8, 2) CV_FN(2, 9, 2) CV_FN(2, 10, 2) CV_FN(2, 11, 2) CV_FN(2, 12, 2)
+CV_FN(3, 1, 1) CV_FN(3, 2, 1) CV_FN(3, 3, 1) CV_FN(3, 4, 1) CV_FN(3, 5, 1) CV_FN(3, 6, 1)
+CV_FN(3, 7, 1) CV_FN(3, 8, 1)
+CV_FN(4, 1, 1) CV_FN(4, 2, 1) CV_FN(4, 3, 1) CV_FN(4, 4, 1) CV_FN(4, 5, 1) CV_FN(4, 6, 1)
+#undef CV_FN
+/* per V - 2 and P - 1 (two vectors: width stride 1, then 2) */
+static const CvTile cv_tiles[4][12] = {
+	{cv_2_1_1, cv_2_2_1, cv_2_3_1, cv_2_4_1, cv_2_5_1, cv_2_6_1, cv_2_7_1, cv_2_8_1, cv_2_9_1, cv_2_10_1,
+	 cv_2_11_1, cv_2_12_1},
+	{cv_3_1_1, cv_3_2_1, cv_3_3_1, cv_3_4_1, cv_3_5_1, cv_3_6_1, cv_3_7_1, cv_3_8_1},
+	{cv_4_1_1, cv_4_2_1, cv_4_3_1, cv_4_4_1, cv_4_5_1, cv_4_6_1},
+	{cv_2_1_2, cv_2_2_2, cv_2_3_2, cv_2_4_2, cv_2_5_2, cv_2_6_2, cv_2_7_2, cv_2_8_2, cv_2_9_2, cv_2_10_2,
+	 cv_2_11_2, cv_2_12_2},
+};
+
+typedef struct CvRun {
+	const ConvShape *cs;
+	const DirectGeom *dg;     /* one image */
+	const float *x, *bias, *sum, *clamp;
+	float *y;
+	const float *wt;          /* per group [kc][mpad] */
+	int64_t mpad;
+	const int64_t *off;
+	float *bufs;              /* per piece: dg->floats of planes, cv_buf_floats of sums */
+	int64_t pieces;
+	const float *xq;          /* planes of one product split among threads (cv_split) */
+	int64_t n, g;
+	int64_t st[3];            /* plane elements per output step (the strides; 1 in split planes) */
+	const ConvShape *pcs;     /* the shape the planes are laid out for (cv_plane_shape) */
+} CvRun;
+
+/* the sums of positions [p0, p0 + np) (at t, CV_LD apart) for the V
+ * vectors of channels from m0 turned into the output's rows, with bias,
+ * sum and clamp; channels past the group's not stored */
+AVX512 static void cv_store(const CvRun *r, int64_t n, int64_t g, int64_t m0, int V, int64_t p0, int64_t np,
+			    const float *t)
+{
+	const ConvShape *cs = r->cs;
+	int64_t mg = cs->M / cs->G, osz = cs->osz;
+	float *yb = r->y + (n * cs->M + g * mg) * osz + p0;
+	const float *sb = r->sum ? r->sum + (n * cs->M + g * mg) * osz + p0 : NULL;
+	const float *bb = r->bias ? r->bias + g * mg : NULL, *cl = r->clamp;
+	__m512 lo = _mm512_set1_ps(cl ? cl[0] : 0), hi = _mm512_set1_ps(cl ? cl[1] : 0);
+	for (int v = 0; v < V; v++) {
+		int64_t mb = m0 + 16 * v, me = mg - mb < 16 ? mg - mb : 16;
+		for (int64_t q = 0; q < np; q += 16) {
+			int64_t nq = np - q < 16 ? np - q : 16;
+			__mmask16 k = (__mmask16)(nq == 16 ? 0xffff : (1u << nq) - 1);
+			const float *tq = t + q * CV_LD + 16 * v;
+			__m512 c[16];
+#pragma GCC unroll 16
+			for (int i = 0; i < 16; i++)
+				c[i] = i < nq ? _mm512_loadu_ps(tq + i * CV_LD) : _mm512_setzero_ps();
+			fgemm_transpose16(c);
+#pragma GCC unroll 16
+			for (int i = 0; i < 16; i++) {
+				if (i >= me)
+					break;
+				int64_t at = (mb + i) * osz + q;
+				__m512 e = c[i];
+				if (bb)
+					e = _mm512_add_ps(e, _mm512_set1_ps(bb[mb + i]));
+				if (sb)
+					e = _mm512_add_ps(e, _mm512_maskz_loadu_ps(k, sb + at));
+				if (cl)   /* as tile_store: e on equality and NaN */
+					e = _mm512_min_ps(hi, _mm512_max_ps(lo, e));
+				if (nq == 16)
+					_mm512_storeu_ps(yb + at, e);
+				else
+					_mm512_mask_storeu_ps(yb + at, k, e);
+			}
+		}
+	}
+}
+
+/* floats of a buffer of sums: CV_PX positions, or one output row if longer */
+static size_t cv_buf_floats(const ConvShape *cs)
+{
+	return (size_t)(cs->out[2] > CV_PX ? cs->out[2] : CV_PX) * CV_LD;
+}
+
+/* the shape whose direct layout (one image) holds cs's input: with width
+ * strides of 1 or 2, cs at stride 1 over the span of input its outputs
+ * read (or the whole padded input, if longer), so the planes are the
+ * padded input copied row by row, not split by stride phase: a broadcast
+ * reads any element, and splitting took 18% of the synthetic CNN's
+ * stride-2 layers; wider strides as they are (split planes, in which a
+ * row's tile reads consecutive elements) */
+static ConvShape cv_plane_shape(const ConvShape *cs)
+{
+	ConvShape p = *cs;
+	if (cs->s[2] > 2)
+		return p;
+	for (int j = 0; j < 3; j++) {
+		int64_t span = (cs->out[j] - 1) * cs->s[j] + 1, held = cs->in[j] + cs->pb[j] - (cs->k[j] - 1) * cs->d[j];
+		p.out[j] = span > held ? span : held;
+		p.s[j] = 1;
+	}
+	return p;
+}
+
+/* where the input of output (od, oh, ow) is in the planes, for the tap
+ * at offset 0 */
+static inline int64_t cv_pos(const CvRun *r, int64_t od, int64_t oh, int64_t ow)
+{
+	return (od * r->st[0] * r->dg->q[1] + oh * r->st[1]) * r->dg->w + ow * r->st[2];
+}
+
+/* output rows [r0, r1) of image n, group g, from its planes xq; t: the
+ * buffer of sums (cv_buf_floats) */
+static void cv_rows(const CvRun *r, const float *xq, int64_t n, int64_t g, int64_t r0, int64_t r1, float *t)
+{
+	const ConvShape *cs = r->cs;
+	int64_t kc = cs->C / cs->G * cs->ksz, ow = cs->out[2], oh = cs->out[1];
+	int64_t chunk = CV_PX / ow > 0 ? CV_PX / ow : 1;
+	const float *wg = r->wt + g * kc * r->mpad;
+	const float *xp[CV_ACC];
+	for (int64_t rc = r0; rc < r1; rc += chunk) {
+		int64_t re = rc + chunk < r1 ? rc + chunk : r1, np = (re - rc) * ow;
+		/* passes of 2 to 4 vectors of channels: 80 = 48 + 32, not 64 + 16 */
+		int64_t nv = r->mpad / 16, npass = (nv + 3) / 4;
+		for (int64_t pi = 0, m0 = 0, V; pi < npass; pi++, m0 += 16 * V) {
+			V = nv / npass + (pi < nv % npass);
+			const CvTile *fn = cv_tiles[V == 2 && r->st[2] == 2 ? 3 : V - 2];
+			int pmax = cv_pmax[V];
+			int64_t nkb = (kc + CV_KB - 1) / CV_KB;
+			for (int64_t kbi = 0, k0 = 0, kb; kbi < nkb; kbi++, k0 += kb) {
+				kb = kc / nkb + (kbi < kc % nkb);
+				const float *wk = wg + k0 * r->mpad + m0;
+				if (CV_ROWS(V)) {
+					/* per row, tiles of balanced widths: 32 = 11 + 11 + 10 */
+					int64_t nt = (ow + pmax - 1) / pmax;
+					for (int64_t row = rc; row < re; row++)
+						for (int64_t i = 0, o = 0; i < nt; i++) {
+							int64_t p = ow / nt + (i < ow % nt);
+							xp[0] = xq + cv_pos(r, row / oh, row % oh, o);
+							fn[p - 1](kb, wk, r->mpad, xp, r->off + k0,
+								  t + ((row - rc) * ow + o) * CV_LD, k0 > 0);
+							o += p;
+						}
+					continue;
+				}
+				/* tiles of balanced widths across rows: 196 = 31 x 6 + 2 x 5 */
+				int64_t nt = (np + pmax - 1) / pmax;
+				for (int64_t i = 0, o = 0; i < nt; i++) {
+					int64_t p = np / nt + (i < np % nt);
+					for (int64_t j = 0; j < p; j++) {
+						int64_t row = rc + (o + j) / ow;
+						xp[j] = xq + cv_pos(r, row / oh, row % oh, (o + j) % ow);
+					}
+					fn[p - 1](kb, wk, r->mpad, xp, r->off + k0, t + o * CV_LD, k0 > 0);
+					o += p;
+				}
+			}
+			cv_store(r, n, g, m0, V, rc * ow, np, t);
+		}
+	}
+}
+
+/* products [lo, hi) whole (product i: image i / G, group i % G) */
+static void cv_run(void *arg, int64_t lo, int64_t hi)
+{
+	const CvRun *r = arg;
+	const ConvShape *cs = r->cs;
+	int64_t all = cs->N * cs->G, cg = cs->C / cs->G;
+	size_t piece = (size_t)r->dg->floats + cv_buf_floats(cs);
+	float *xq = r->bufs + (size_t)((lo * r->pieces + all - 1) / all) * piece, *t = xq + r->dg->floats;
+	for (int64_t i = lo; i < hi; i++) {
+		int64_t n = i / cs->G, g = i % cs->G;
+		conv_direct_pad(r->pcs, r->dg, r->x + (n * cs->C + g * cg) * cs->isz, xq);
+		cv_rows(r, xq, n, g, 0, cs->out[0] * cs->out[1], t);
+	}
+}
+
+/* output rows [lo, hi) of one product whose planes are made (r->xq) */
+static void cv_split(void *arg, int64_t lo, int64_t hi)
+{
+	const CvRun *r = arg;
+	int64_t rows = r->cs->out[0] * r->cs->out[1];
+	float *t = r->bufs + (size_t)((lo * r->pieces + rows - 1) / rows) * cv_buf_floats(r->cs);
+	cv_rows(r, r->xq, r->n, r->g, lo, hi, t);
+}
+
+/* the channel-vector product of cs (dg: one image's layout) with the
+ * weights wt packed by cv_pack: several products go to the threads
+ * whole, fewer products than threads split by output rows (each output
+ * still summed by one thread in one order) */
+static void conv_gemm_cv(const ConvShape *cs, const DirectGeom *dg, const float *x, const float *bias,
+			 const float *sum, const float *clamp, float *y, const float *wt)
+{
+	int64_t all = cs->N * cs->G, kc = cs->C / cs->G * cs->ksz, rows = cs->out[0] * cs->out[1];
+	int64_t mpad = (cs->M / cs->G + 15) / 16 * 16;
+	ConvShape pcs = cv_plane_shape(cs);
+	int64_t *off = conv_direct_offsets(&pcs, dg);
+	CvRun r = {cs, dg, x, bias, sum, clamp, y, wt, mpad, off, NULL, 1, NULL, 0, 0, {1, 1, 1}, &pcs};
+	for (int j = 0; j < 3; j++)
+		r.st[j] = pcs.s[j] == cs->s[j] ? 1 : cs->s[j];
+	/* a thread's share: at least 4 MFLOP, as fgemm splits */
+	int64_t flop = 2 * mpad * kc * cs->osz;
+	int thr = cs->threads;
+	if (thr > 1 && all * flop < (int64_t)thr * 4000000)
+		thr = (int)(all * flop / 4000000) > 1 ? (int)(all * flop / 4000000) : 1;
+	if (thr <= all || thr < 2 || rows < 2) {
+		thr = thr < all ? thr : (int)all;
+		thr = thr < 1 ? 1 : thr;
+		r.bufs = conv_scratch(2, sizeof(float) * ((size_t)dg->floats + cv_buf_floats(cs)) * (size_t)thr);
+		r.pieces = thr;
+		nn_parallel(thr, all, cv_run, &r);
+	} else {
+		float *xq = conv_scratch(2, sizeof(float) * (size_t)dg->floats);
+		thr = rows < thr ? (int)rows : thr;
+		r.bufs = conv_scratch(1, sizeof(float) * cv_buf_floats(cs) * (size_t)thr);
+		r.pieces = thr;
+		r.xq = xq;
+		for (int64_t i = 0; i < all; i++) {
+			r.n = i / cs->G;
+			r.g = i % cs->G;
+			conv_direct_pad(&pcs, dg, x + (r.n * cs->C + r.g * (cs->C / cs->G)) * cs->isz, xq);
+			nn_parallel(thr, rows, cv_split, &r);
+		}
+	}
+	free(off);
+}
+
+/* 1 when cs runs as a channel-vector product (dg: one image's layout):
+ * groups of 17 to DIRECT_MAX_M output channels wasting at most a fifth
+ * of the vectors' lanes (26 of 32, not 24), not pointwise (one GEMM on
+ * the input as it lies) */
+static int conv_cv_suits(const ConvShape *cs, DirectGeom *dg)
+{
+	int64_t mg = cs->M / cs->G, mpad = (mg + 15) / 16 * 16;
+	if (!fgemm_available() || mg <= 16 || 4 * (mpad - mg) > mg || mg > DIRECT_MAX_M ||
+	    cs->C / cs->G * cs->ksz == 0 || conv_pointwise(cs))
+		return 0;
+	ConvShape pcs = cv_plane_shape(cs);
+	return conv_direct_layout(&pcs, 1, dg);
+}
+#else
+/* without AVX-512 intrinsics there is no channel-vector product (and
+ * fgemm_available() is 0: the others run on cblas_sgemm) */
+static int conv_cv_suits(const ConvShape *cs, DirectGeom *dg)
+{
+	(void)cs;
+	(void)dg;
+	return 0;
+}
+
+static void conv_gemm_cv(const ConvShape *cs, const DirectGeom *dg, const float *x, const float *bias,
+			 const float *sum, const float *clamp, float *y, const float *wt)
+{
+	(void)cs, (void)dg, (void)x, (void)bias, (void)sum, (void)clamp, (void)y, (void)wt;
+}
+#endif
+
+/* the weights w ([m, kc]: M, C/G x kernel) of each of groups groups as
+ * [kc][mpad], a group's channels rounded up to 16 with zeros (an
+ * FgemmPacker) */
+static void cv_pack(const float *w, int64_t m, int64_t kc, int64_t groups, float *wt)
+{
+	int64_t mg = m / groups, mpad = (mg + 15) / 16 * 16;
+	for (int64_t g = 0; g < groups; g++)
+		for (int64_t kk = 0; kk < kc; kk++) {
+			float *d = wt + (g * kc + kk) * mpad;
+			for (int64_t i = 0; i < mpad; i++)
+				d[i] = i < mg ? w[(g * mg + i) * kc + kk] : 0.0f;
+		}
 }
 
 /* the im2col of element size es for this CPU */
@@ -1267,6 +1670,7 @@ typedef struct ConvCache {
 	const void *w;            /* the constant weights' data */
 	int64_t groups, mg, kc;
 	FgemmA **pa;
+	float *wt;                /* or packed for the channel-vector product (cv_pack, shared) */
 } ConvCache;
 
 static void convcache_release(void *p)
@@ -1274,6 +1678,7 @@ static void convcache_release(void *p)
 	ConvCache *cc = p;
 	if (cc) {
 		packs_free(cc->pa, cc->groups);
+		fgemm_free_packed(cc->wt);
 		free(cc);
 	}
 }
@@ -1295,12 +1700,32 @@ static FgemmA **conv_cached_packs(RunCtx *c, const Tensor *w, const ConvShape *c
 	}
 	if (!cc) {
 		cc = xcalloc(1, sizeof *cc);
-		*cc = (ConvCache){w->data, cs->G, mg, kc, packs_new(4, cs->G)};
+		*cc = (ConvCache){w->data, cs->G, mg, kc, packs_new(4, cs->G), NULL};
 		c->cache->p = cc;
 		c->cache->release = convcache_release;
 		c->cache->bytes = 0; /* counted as groups get packed (conv_run) */
 	}
 	return cc->pa;
+}
+
+/* the weights of a Conv whose weights are a constant of the plan packed
+ * by cv_pack, made on the first run (the node's cache then holds them,
+ * and w is not read again; one pack for the interpreters of a model side
+ * by side, fgemm_pack_const); NULL where they may change */
+static const float *conv_cached_cv(RunCtx *c, const Tensor *w, const float *wf, const ConvShape *cs)
+{
+	if (!conv_cached_packs(c, w, cs))
+		return NULL;
+	ConvCache *cc = c->cache->p;
+	if (!cc->wt) {
+		size_t floats = (size_t)(cs->G * cc->kc * ((cc->mg + 15) / 16 * 16));
+		if (!wf)
+			return NULL;
+		cc->wt = fgemm_pack_const(cv_pack, floats, wf, cs->M, cc->kc, cs->G);
+		c->cache->bytes = sizeof(float) * floats;
+		c->cache->packed |= 2;
+	}
+	return cc->wt;
 }
 
 static int conv_run_sum(RunCtx *c);
@@ -1354,12 +1779,15 @@ static int conv_run(RunCtx *c)
 	 * fgemm where they can, and once every group is packed w is not read
 	 * again (nor converted from float16) */
 	int dw = cs.C / cs.G == 1 && cs.M / cs.G <= 4 && cs.G > 1;
+	DirectGeom cvg;
+	int cv = !dw && shape_numel(x->rank, dims) && conv_cv_suits(&cs, &cvg);
 	FgemmA **packs = shape_numel(x->rank, dims) && !dw ? conv_cached_packs(c, w, &cs) : NULL;
 	int packed = packs && (c->cache->packed & 2);
 	if (!packed && !w->data)
 		return op_error(c->node, "weights were released but are needed again");
 	float *tx, *tw = NULL, *tb = NULL, *ty;
 	const float *xf = nn_f32_in(c, x, &tx), *wf = packed ? NULL : nn_f32_in(c, w, &tw), *bf = NULL;
+	const float *wt = cv ? conv_cached_cv(c, w, wf, &cs) : NULL;
 	if (b)
 		bf = nn_f32_in(c, b, &tb);
 	float *y = nn_f32_out(c, 0, x->dtype, x->rank, dims, &ty);
@@ -1379,6 +1807,8 @@ static int conv_run(RunCtx *c)
 			add_clamp(y, sum->data, c->out[0]->numel, c->clamp);
 		else
 			clamp_rows(y, 1, c->out[0]->numel, 0, c->clamp);
+	} else if (wt) {
+		conv_gemm_cv(&cs, &cvg, xf, bf, sum ? sum->data : NULL, c->clamp, y, wt);
 	} else {
 		conv_gemm_sum(&cs, xf, wf, bf, sum ? sum->data : NULL, c->clamp, y, packs);
 		/* small outputs may run without packing: count what is packed */

@@ -168,37 +168,6 @@ AVX512 static int pack_b_check(const float *b, int64_t ldb, int64_t n, int64_t k
 	return pack_b_body(b, ldb, n, kc, bp, 1);
 }
 
-/* r[0, 16) transposed in registers: afterwards r[c] holds what was
- * column c (lane i of r[c] = lane c of the old r[i]) */
-#define TR_PS(x) _mm512_castpd_ps(x)
-#define TR_PD(x) _mm512_castps_pd(x)
-AVX512 static inline __attribute__((always_inline)) void transpose16(__m512 *r)
-{
-	__m512 t[16], u[16];
-	for (int i = 0; i < 16; i += 2) {
-		t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-		t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-	}
-	for (int i = 0; i < 16; i += 4) {
-		u[i] = TR_PS(_mm512_unpacklo_pd(TR_PD(t[i]), TR_PD(t[i + 2])));
-		u[i + 1] = TR_PS(_mm512_unpackhi_pd(TR_PD(t[i]), TR_PD(t[i + 2])));
-		u[i + 2] = TR_PS(_mm512_unpacklo_pd(TR_PD(t[i + 1]), TR_PD(t[i + 3])));
-		u[i + 3] = TR_PS(_mm512_unpackhi_pd(TR_PD(t[i + 1]), TR_PD(t[i + 3])));
-	}
-	for (int i = 0; i < 4; i++) {
-		t[i] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0x88);
-		t[i + 4] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0xdd);
-		t[i + 8] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0x88);
-		t[i + 12] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0xdd);
-	}
-	for (int i = 0; i < 8; i++) {
-		r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-		r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-	}
-}
-#undef TR_PS
-#undef TR_PD
-
 /* a strip's rows read as they lie, 16 floats of each, turned in
  * registers into 16 columns of the strip */
 AVX512 static void pack_a_block(const float *a, int64_t lda, int64_t m, int64_t kc, int64_t sr, float *ap)
@@ -212,7 +181,7 @@ AVX512 static void pack_a_block(const float *a, int64_t lda, int64_t m, int64_t 
 			__m512 r[16];
 			for (int64_t i = 0; i < 16; i++)
 				r[i] = i < mr ? _mm512_maskz_loadu_ps(in, a + (i0 + i) * lda + kk) : _mm512_setzero_ps();
-			transpose16(r);
+			fgemm_transpose16(r);
 			for (int64_t c = 0; c < nk; c++)
 				_mm512_mask_storeu_ps(ap + (kk + c) * sr, out, r[c]);
 		}
@@ -238,7 +207,7 @@ AVX512 static int pack_bt(const float *bt, int64_t ldbt, int64_t n, int64_t kc, 
 							  : _mm512_setzero_ps();
 					bad |= nonfinite16(r[i]);
 				}
-				transpose16(r);
+				fgemm_transpose16(r);
 				for (int64_t c = 0; c < nk; c++)
 					_mm512_storeu_ps(bp + (kk + c) * NR + h, r[c]);
 			}
@@ -551,13 +520,14 @@ void fgemm_free_b(FgemmB *pb)
  * buffer on the stack and compared: the address is only a hint, as the
  * bytes there may have been freed and others put there since). A pack
  * goes with its last user. */
-enum { SH_A, SH_B, SH_BT };
+enum { SH_A, SH_B, SH_BT, SH_FN };
 
 typedef struct Shared {
 	int kind;
+	FgemmPacker fn;           /* SH_FN: the caller's packer */
 	const float *src;
 	int64_t rows, cols, ld;
-	void *pack;               /* FgemmA (SH_A) or FgemmB */
+	void *pack;               /* FgemmA (SH_A), FgemmB, or floats (SH_FN) */
 	int users;
 } Shared;
 
@@ -567,13 +537,13 @@ static size_t sh_n, sh_cap;
 
 /* the latest live pack of src as kind, with one user more; NULL when
  * none */
-static void *shared_get(int kind, const float *src, int64_t rows, int64_t cols, int64_t ld)
+static void *shared_get(int kind, FgemmPacker fn, const float *src, int64_t rows, int64_t cols, int64_t ld)
 {
 	void *p = NULL;
 	pthread_mutex_lock(&sh_lock);
 	for (size_t i = sh_n; i-- > 0 && !p;)
-		if (sh[i].kind == kind && sh[i].src == src && sh[i].rows == rows && sh[i].cols == cols &&
-		    sh[i].ld == ld) {
+		if (sh[i].kind == kind && sh[i].fn == fn && sh[i].src == src && sh[i].rows == rows &&
+		    sh[i].cols == cols && sh[i].ld == ld) {
 			sh[i].users++;
 			p = sh[i].pack;
 		}
@@ -581,14 +551,15 @@ static void *shared_get(int kind, const float *src, int64_t rows, int64_t cols, 
 	return p;
 }
 
-static void shared_add(int kind, const float *src, int64_t rows, int64_t cols, int64_t ld, void *pack)
+static void shared_add(int kind, FgemmPacker fn, const float *src, int64_t rows, int64_t cols, int64_t ld,
+		       void *pack)
 {
 	pthread_mutex_lock(&sh_lock);
 	if (sh_n == sh_cap) {
 		sh_cap = sh_cap ? 2 * sh_cap : 16;
 		sh = xreallocarray(sh, sh_cap, sizeof *sh);
 	}
-	sh[sh_n++] = (Shared){kind, src, rows, cols, ld, pack, 1};
+	sh[sh_n++] = (Shared){kind, fn, src, rows, cols, ld, pack, 1};
 	pthread_mutex_unlock(&sh_lock);
 }
 
@@ -655,26 +626,47 @@ static int same_a(const FgemmA *pa, const float *a, int64_t lda)
 FgemmB *fgemm_pack_b_const(int64_t k, int64_t n, const float *b, int64_t ldb, int trans)
 {
 	int kind = trans ? SH_BT : SH_B;
-	FgemmB *pb = shared_get(kind, b, k, n, ldb);
+	FgemmB *pb = shared_get(kind, NULL, b, k, n, ldb);
 	if (pb && same_b(pb, b, ldb, trans))
 		return pb;
 	fgemm_free_b(pb);
 	pb = pack_b_whole(k, n, b, ldb, trans);
 	pb->shared = 1;
-	shared_add(kind, b, k, n, ldb, pb);
+	shared_add(kind, NULL, b, k, n, ldb, pb);
 	return pb;
 }
 
 FgemmA *fgemm_pack_a_const(int64_t m, int64_t k, const float *a, int64_t lda)
 {
-	FgemmA *pa = shared_get(SH_A, a, m, k, lda);
+	FgemmA *pa = shared_get(SH_A, NULL, a, m, k, lda);
 	if (pa && same_a(pa, a, lda))
 		return pa;
 	fgemm_free_a(pa);
 	pa = fgemm_pack_a(m, k, a, lda);
 	pa->shared = 1;
-	shared_add(SH_A, a, m, k, lda, pa);
+	shared_add(SH_A, NULL, a, m, k, lda, pa);
 	return pa;
+}
+
+/* a caller's layout has no panel to pack alone: the whole pack is made
+ * again and compared */
+float *fgemm_pack_const(FgemmPacker pack, size_t floats, const float *src, int64_t rows, int64_t cols, int64_t ld)
+{
+	float *p = shared_get(SH_FN, pack, src, rows, cols, ld), *q = xmalloc(sizeof(float) * (floats ? floats : 1));
+	pack(src, rows, cols, ld, q);
+	if (p && !memcmp(p, q, sizeof(float) * floats)) {
+		free(q);
+		return p;
+	}
+	fgemm_free_packed(p);
+	shared_add(SH_FN, pack, src, rows, cols, ld, q);
+	return q;
+}
+
+void fgemm_free_packed(float *p)
+{
+	if (p && shared_put(p))
+		free(p);
 }
 
 typedef struct Job {

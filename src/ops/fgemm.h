@@ -36,6 +36,15 @@ FgemmA *fgemm_pack_a(int64_t m, int64_t k, const float *a, int64_t lda);
  * one; either is read-only and freed by fgemm_free_a, the last user's call
  * freeing it */
 FgemmA *fgemm_pack_a_const(int64_t m, int64_t k, const float *a, int64_t lda);
+/* A constant packed in a layout of the caller's (conv.c's channel-vector
+ * weights): the floats floats pack(src, rows, cols, ld, dst) writes, shared
+ * between interpreters as fgemm_pack_a_const's packs are (while a pack of
+ * the same packer, src, rows, cols and ld is alive and the packer makes
+ * its bytes again from src, that one); read-only, freed by
+ * fgemm_free_packed, the last user's call freeing it */
+typedef void (*FgemmPacker)(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst);
+float *fgemm_pack_const(FgemmPacker pack, size_t floats, const float *src, int64_t rows, int64_t cols, int64_t ld);
+void fgemm_free_packed(float *p);
 /* bytes of a packed [m, k] left operand */
 size_t fgemm_packed_a_bytes(int64_t m, int64_t k);
 void fgemm_free_a(FgemmA *pa);
@@ -116,5 +125,45 @@ void fgemm_free_b(FgemmB *pb);
  * multiplies in full (to compare). */
 #define FGEMM_ONEHOT_K 64
 void fgemm_packed_b(int64_t m, const float *a, int64_t lda, const FgemmB *b, float *c, int64_t ldc, int threads);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* r[0, 16) transposed in registers: afterwards r[c] holds what was
+ * column c (lane i of r[c] = lane c of the old r[i]); for AVX-512
+ * functions (fgemm's packers, conv.c's channel-vector product) */
+#define TR_PS(x) _mm512_castpd_ps(x)
+#define TR_PD(x) _mm512_castps_pd(x)
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void fgemm_transpose16(__m512 *r)
+{
+	__m512 t[16], u[16];
+#pragma GCC unroll 16
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+	}
+#pragma GCC unroll 16
+	for (int i = 0; i < 16; i += 4) {
+		u[i] = TR_PS(_mm512_unpacklo_pd(TR_PD(t[i]), TR_PD(t[i + 2])));
+		u[i + 1] = TR_PS(_mm512_unpackhi_pd(TR_PD(t[i]), TR_PD(t[i + 2])));
+		u[i + 2] = TR_PS(_mm512_unpacklo_pd(TR_PD(t[i + 1]), TR_PD(t[i + 3])));
+		u[i + 3] = TR_PS(_mm512_unpackhi_pd(TR_PD(t[i + 1]), TR_PD(t[i + 3])));
+	}
+#pragma GCC unroll 16
+	for (int i = 0; i < 4; i++) {
+		t[i] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0x88);
+		t[i + 4] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0xdd);
+		t[i + 8] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0x88);
+		t[i + 12] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0xdd);
+	}
+#pragma GCC unroll 16
+	for (int i = 0; i < 8; i++) {
+		r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+		r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+	}
+}
+#undef TR_PS
+#undef TR_PD
+#endif
 
 #endif

@@ -5,7 +5,7 @@ PREFIX   ?= /usr/local
 CC       ?= cc
 # OpenBLAS, libgit2 and libarchive are compiled against but not linked:
 # src/blas.c and src/lazylib.c load them on first use (see there why).
-PKGS      = libprotobuf-c libxxhash inih jansson nettle minizip
+PKGS      = libprotobuf-c libxxhash inih jansson nettle minizip zlib
 LAZY_PKGS = openblas libgit2 libarchive
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) $(LAZY_PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)

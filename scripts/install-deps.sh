@@ -12,7 +12,7 @@
 set -e
 PKGS="build-essential pkg-config make
 libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
-libxxhash-dev xxhash libarchive-dev libminizip-dev libgit2-dev libinih-dev nettle-dev
+libxxhash-dev xxhash libarchive-dev libminizip-dev zlib1g-dev libgit2-dev libinih-dev nettle-dev
 libopenblas-dev libjansson-dev
 python3 python3-venv git ninja-build zstd gdb"
 BENCH_PKGS="python3-torch dataset-fashion-mnist espeak-ng"

@@ -375,7 +375,9 @@ int read_file(const char *path, char **data, size_t *len)
 		close(fd);
 		return error("cannot stat '%s':", path);
 	}
-	size_t cap = st.st_size > 0 ? (size_t)st.st_size : 4096, n = 0;
+	/* a byte more than the size: a read short of it is the end, no
+	 * second read(2) to find it (calibration reads thousands of small files) */
+	size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, n = 0;
 	char *buf = xmalloc(cap + 1);
 	for (;;) {
 		if (n == cap) {
@@ -383,6 +385,10 @@ int read_file(const char *path, char **data, size_t *len)
 			buf = xrealloc(buf, cap + 1);
 		}
 		ssize_t r = read(fd, buf + n, cap - n);
+		if (r >= 0 && (size_t)r < cap - n && S_ISREG(st.st_mode) && n + (size_t)r >= (size_t)st.st_size) {
+			n += (size_t)r;
+			break;
+		}
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;

@@ -311,6 +311,116 @@ else
 	fail "workers: the first bad sample is named, nothing is written" "exit $st: $(grep -i error "$TMPD/ew1/log" | head -2)"
 fi
 
+# ---- units: ranges of a batch's size, read outside the lock ----
+# After the probe a unit is the next range of sample numbers a batch long:
+# its samples that join the batch run stacked, the others alone. Samples of
+# another shape at the edges of ranges and inside them: every element is
+# counted once and -j1, -j2 and -j3 give the same bytes.
+bsz=64  # the batch size of ew (checked below)
+mkdir "$TMPD/edges"
+"$PY" - "$TMPD/edges" "$bsz" <<'EOF'
+import sys, numpy as np
+d, b = sys.argv[1], int(sys.argv[2])
+r = np.random.default_rng(11)
+odd = {2 * b - 1, 2 * b, 2 * b + 5, 3 * b - 1, 3 * b, 4 * b + 2}
+for i in range(4 * b + 7):
+    np.save("%s/s%04d.npy" % (d, i), (r.standard_normal((1 + (i in odd), 3, 16, 16)) * (1 + i % 5)).astype(np.float32))
+EOF
+ok=1
+for j in 1 2 3; do
+	rm -rf "$TMPD/ew/cache" "$TMPD/ew/build"
+	if ! JOBS=$j calib ew edges || ! grep -q "batches of $bsz samples" "$TMPD/ew/log" ||
+		! "$PY" - "$(stats ew)" "$TMPD/edges" > "$TMPD/edges.out" 2>&1 <<'EOF'
+import glob, struct, sys
+import numpy as np
+b = open(sys.argv[1], "rb").read()
+n, nb, ns = struct.unpack_from("<IIQ", b, 8)
+o, got = 24, {}
+for _ in range(n):
+    l, = struct.unpack_from("<I", b, o); name = b[o + 4:o + 4 + l].decode(); o += 4 + l
+    cnt, nf, mn, mx, r = struct.unpack_from("<QQffd", b, o); o += 32
+    got[name] = (cnt, mn, mx, int(np.frombuffer(b, "<u8", nb, o).sum())); o += 8 * nb
+files = sorted(glob.glob(sys.argv[2] + "/*.npy"))
+xs = np.concatenate([np.load(f) for f in files])
+cnt, mn, mx, hs = got["x"]
+assert ns == len(files) and cnt == xs.size and hs == xs.size, (ns, cnt, hs, xs.size)
+assert mn == xs.min() and mx == xs.max(), (mn, mx, xs.min(), xs.max())
+assert got["b"][0] == 3 * len(files), got["b"]
+EOF
+	then
+		ok=0
+		fail "units: samples of another shape at range edges, -j$j" "$(tail -2 "$TMPD/ew/log") $(tail -1 "$TMPD/edges.out")"
+		continue
+	fi
+	[ $j = 1 ] && cp "$(stats ew)" "$TMPD/edges.j1"
+	if [ $j != 1 ] && ! cmp -s "$(stats ew)" "$TMPD/edges.j1"; then
+		ok=0
+		fail "units: samples of another shape at range edges, -j$j" "other bytes than -j1"
+	fi
+done
+[ $ok = 1 ] && pass "units: samples of another shape at range edges, every element counted once, the same bytes on -j1/2/3"
+
+# Which samples share a batch is seen in the error of a batch that fails:
+# a Gather whose index is out of range in sample 151. The unit of samples
+# 129-192 (a batch of 64 after the probe's 64) holds sample 141 of another
+# shape, which runs alone: the other 63 are stacked, on every -j.
+G=$TMPD/gat
+mkdir -p "$G/rules" "$G/data" "$G/bad"
+if "$PY" - "$G" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as T
+d = sys.argv[1]
+r = np.random.default_rng(13)
+g = h.make_graph([h.make_node("Gather", ["tab", "i"], ["g"], axis=0),
+                  h.make_node("Squeeze", ["g", "one"], ["gs"]),
+                  h.make_node("Add", ["x", "gs"], ["y"])], "gat",
+                 [h.make_tensor_value_info("x", T.FLOAT, ["N", 4]), h.make_tensor_value_info("i", T.INT64, ["N", 1])],
+                 [h.make_tensor_value_info("y", T.FLOAT, ["N", 4])],
+                 [nh.from_array(r.standard_normal((10, 4)).astype(np.float32), "tab"),
+                  nh.from_array(np.array([1], np.int64), "one")])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.save(m, d + "/model.onnx")
+for i in range(256):
+    b = 2 if i == 140 else 1
+    idx = np.full((b, 1), 99 if i == 150 else i % 10, np.int64)
+    np.savez("%s/data/s%03d.npz" % (d, i), x=r.standard_normal((b, 4)).astype(np.float32), i=idx)
+EOF
+then
+	printf '[model m]\nsource = model.onnx\nquantize = static\nquantize.calibration = data\n' > "$G/rules/m.rules"
+	for j in 1 2 3; do
+		rm -rf "$G/cache" "$G/build"
+		QUANTMAKE_CACHE=$G/cache "$Q" -C "$G" -j$j m:calibrate > "$G/log$j" 2>&1
+		st=$?
+		if [ $st = 1 ] && grep -q "batches of 64 samples" "$G/log$j" &&
+			grep -q "calibration samples 129-192 (63 stacked into one batch): .*index 99 is out of range" "$G/log$j"; then
+			pass "units: the samples of a range that join are stacked, one of another shape runs alone (-j$j)"
+		else
+			fail "units: the samples of a range that join are stacked, one of another shape runs alone (-j$j)" \
+				"exit $st: $(grep -i "error\|calibrate:" "$G/log$j" | tr '\n' ' ')"
+		fi
+	done
+	# unreadable samples in the middle, two in one range and one in the
+	# next: the lowest is named on every -j, nothing is written
+	cp "$G"/data/*.npz "$G/bad/"
+	"$PY" -c "import numpy as np; np.savez('$G/bad/s150.npz', x=np.zeros((1, 4), np.float32), i=np.zeros((1, 1), np.int64))"
+	for k in 160 170 250; do head -c 100 "$G/data/s$k.npz" > "$G/bad/s$k.npz"; done
+	printf '[model m]\nsource = model.onnx\nquantize = static\nquantize.calibration = bad\n' > "$G/rules/m.rules"
+	for j in 1 2 3; do
+		rm -rf "$G/cache" "$G/build"
+		QUANTMAKE_CACHE=$G/cache "$Q" -C "$G" -j$j m:calibrate > "$G/log$j" 2>&1
+		st=$?
+		if [ $st = 1 ] && grep -q "calibration sample 161: .*bad/s160.npz: not a valid .npz" "$G/log$j" &&
+			! grep -q "sample 171\|sample 251" "$G/log$j" && [ ! -e "$G/build/m/calibrate/calibration.stats" ]; then
+			pass "units: the first unreadable sample is named (-j$j)"
+		else
+			fail "units: the first unreadable sample is named (-j$j)" "exit $st: $(tail -1 "$G/log$j")"
+		fi
+	done
+else
+	fail "units: make the Gather model" "$PY failed"
+fi
+
 # ---- the statistics do not depend on -j (the stage's thread budget) ----
 # Convolutions, MatMuls and an LSTM on 1 and on 2 interpreter threads give
 # byte-identical calibration.stats, so a cache filled by any build holds the

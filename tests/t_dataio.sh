@@ -63,6 +63,15 @@ for k in range(2):
     open("sets/test_data_set_%d/input_0.pb" % k, "wb").write(
         numpy_helper.from_array(a * (k + 1), "in").SerializeToString())
 os.makedirs("emptydir")
+# a header dict longer than most (numpy pads to 64 bytes), keys in double
+# quotes, the shape far from the start: a .npy, and the member of an .npz
+d = '{"descr": "<f4", "fortran_order": False,' + " " * 900 + '"shape": (3, 4), }'
+d = d + " " * (1000 - 1 - len(d)) + "\n"
+long = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode() + a.tobytes()
+open("longhdr.npy", "wb").write(long)
+import zipfile
+with zipfile.ZipFile("longhdr.npz", "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("x.npy", long)
 EOF
 
 dump() { "$QM" run --dump "$@" > out.txt 2> err.txt; }
@@ -101,6 +110,12 @@ dump magic.npy;   fails npy-bad-magic "magic.npy: not a .npy file"
 dump huge.npy;    fails npy-huge-shape "huge.npy: float \[1000000000000,4\] needs 16000000000000 bytes of data, the file has 48 (truncated)"
 dump overflow.npy; fails npy-overflow-shape "overflow.npy: shape in .npy header overflows"
 dump missing.npy; fails npy-missing "missing.npy"
+dump longhdr.npy; expect npy-long-header "sample 0: - float \[3,4\] sum=16.5" out.txt
+dump longhdr.npz; expect npz-long-header "sample 0: x float \[3,4\] sum=16.5" out.txt
+# a pipe: its size is not known ahead, read to its end
+mkfifo fifo.npy && { timeout 20 sh -c 'cat f32.npy > fifo.npy' & }
+dump fifo.npy;    expect npy-from-pipe "sample 0: - float \[3,4\] sum=16.5" out.txt
+wait
 
 dump pos.npz
 expect npz-positional-0 "sample 0: - float \[3,4\] sum=16.5" out.txt
@@ -186,6 +201,17 @@ raw = bytearray(open("pos.npz", "rb").read())  # np.savez: stored members
 nl, xl = struct.unpack("<HH", raw[26:30])
 raw[30 + nl + xl + 128 + 5] ^= 0x40  # a byte of arr_0's data
 open("crc.npz", "wb").write(raw)
+# stored members are taken in place: sizes that disagree, data past the end
+# (the first member's local header, at 0, and its central entry agree)
+def patch_both(raw, csize, usize):
+    raw[18:26] = struct.pack("<II", csize, usize)
+    patch_cd(raw, 20, "<Q", csize | usize << 32)
+raw = bytearray(open("pos.npz", "rb").read())
+patch_both(raw, 100, 176)
+open("stsize.npz", "wb").write(raw)
+raw = bytearray(open("pos.npz", "rb").read())
+patch_both(raw, len(raw) - 40, len(raw) - 40)
+open("stpast.npz", "wb").write(raw)
 with zipfile.ZipFile("longname.npz", "w") as z:  # a name and an extra field of over 256 bytes
     i = zipfile.ZipInfo("n" * 300 + ".npy"); i.extra = struct.pack("<HH", 0xcafe, 400) + bytes(400)
     z.writestr(i, npy)
@@ -273,6 +299,8 @@ dump longname.npz; expect npz-long-member-name "sample 0: n\{300\} float \[3,4\]
 dump bz2.npz;     expect npz-bzip2 "sample 0: x float \[3,4\] sum=16.5" out.txt
 dump trunc.npz;   fails npz-truncated "trunc.npz: not a valid .npz (zip) file: "
 dump crc.npz;     fails npz-stored-crc "crc.npz: member 'arr_0.npy': CRC mismatch, its data is corrupt"
+dump stsize.npz;  fails npz-stored-sizes "stsize.npz: member 'arr_0.npy': stored, yet its header says 176 bytes in 100 (damaged zip)"
+dump stpast.npz;  fails npz-stored-past-end "stpast.npz: member 'arr_0.npy': its data runs past the end of the file (truncated)"
 dump link.npz;    fails npz-symlink "link.npz: member 'y.npy' is a symbolic link, not a regular file"
 dump enc.npz;     fails npz-encrypted "enc.npz: member 'x.npy' is encrypted"
 dump m77.npz;     fails npz-unknown-method "m77.npz: member 'x.npy': Unsupported ZIP compression method (77"

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unzip.h>
+#include <zlib.h>
 
 #include "util.h"
 
@@ -55,15 +56,18 @@ static const struct {
 static const char *dict_value(const char *h, const char *key)
 {
 	char k[32];
-	snprintf(k, sizeof k, "'%s'", key);
+	size_t n = strlen(key);
+	k[0] = k[n + 1] = '\'';
+	memcpy(k + 1, key, n);
+	k[n + 2] = 0;
 	const char *p = strstr(h, k);
 	if (!p) {
-		snprintf(k, sizeof k, "\"%s\"", key);
+		k[0] = k[n + 1] = '"';
 		p = strstr(h, k);
 	}
 	if (!p)
 		return NULL;
-	p += strlen(k);
+	p += n + 2;
 	while (isspace((unsigned char)*p))
 		p++;
 	if (*p != ':')
@@ -74,29 +78,35 @@ static const char *dict_value(const char *h, const char *key)
 	return p;
 }
 
-int npy_parse(const void *buf, size_t len, const char *what, Tensor *t)
+/* The bytes before a .npy's header dict, b[0..n) (n >= 12 or all there
+ * is): *hoff gets the dict's offset, *hlen its length. */
+static int npy_prefix(const unsigned char *b, size_t n, const char *what, size_t *hoff, size_t *hlen)
 {
-	const unsigned char *b = buf;
-	memset(t, 0, sizeof *t);
-	if (len < 10 || memcmp(b, "\x93NUMPY", 6))
+	if (n < 10 || memcmp(b, "\x93NUMPY", 6))
 		return error("%s: not a .npy file (bad magic)", what);
 	int major = b[6];
-	size_t hlen, hoff;
 	if (major == 1) {
-		hlen = (size_t)b[8] | (size_t)b[9] << 8;
-		hoff = 10;
+		*hlen = (size_t)b[8] | (size_t)b[9] << 8;
+		*hoff = 10;
 	} else if (major == 2 || major == 3) {
-		if (len < 12)
+		if (n < 12)
 			return error("%s: truncated .npy header", what);
-		hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
-		hoff = 12;
+		*hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
+		*hoff = 12;
 	} else {
 		return error("%s: unsupported .npy format version %d.%d", what, major, b[7]);
 	}
-	if (hlen > len - hoff)
-		return error("%s: truncated .npy header (%zu bytes declared, %zu present)", what,
-			     hlen, len - hoff);
-	char *h = xstrndup((const char *)b + hoff, hlen);
+	return 0;
+}
+
+/* The header dict hd[0..hlen) of a .npy whose data is have bytes: t
+ * allocated for it (data not filled). */
+static int npy_header(const char *hd, size_t hlen, size_t have, const char *what, Tensor *t)
+{
+	/* numpy pads its dict to 64 bytes: most fit on the stack */
+	char hb[256], *h = hlen < sizeof hb ? hb : xmalloc(hlen + 1);
+	memcpy(h, hd, hlen);
+	h[hlen] = 0;
 	int r = -1;
 	int dt = 0, rank = 0;
 	int64_t dims[QM_MAX_RANK];
@@ -189,7 +199,7 @@ int npy_parse(const void *buf, size_t len, const char *what, Tensor *t)
 		error("%s: shape in .npy header overflows", what);
 		goto out;
 	}
-	size_t need = dtype_nbytes(dt, numel), have = len - hoff - hlen;
+	size_t need = dtype_nbytes(dt, numel);
 	if (have != need) {
 		char sb[128];
 		error("%s: %s %s needs %zu bytes of data, the file has %zu (%s)", what, dtype_name(dt),
@@ -201,12 +211,28 @@ int npy_parse(const void *buf, size_t len, const char *what, Tensor *t)
 		error_prefix("%s", what);
 		goto out;
 	}
-	if (t->nbytes)
-		memcpy(t->data, b + hoff + hlen, t->nbytes);
 	r = 0;
 out:
-	free(h);
+	if (h != hb)
+		free(h);
 	return r;
+}
+
+int npy_parse(const void *buf, size_t len, const char *what, Tensor *t)
+{
+	const unsigned char *b = buf;
+	size_t hoff = 0, hlen = 0;
+	memset(t, 0, sizeof *t);
+	if (npy_prefix(b, len, what, &hoff, &hlen) < 0)
+		return -1;
+	if (hlen > len - hoff)
+		return error("%s: truncated .npy header (%zu bytes declared, %zu present)", what,
+			     hlen, len - hoff);
+	if (npy_header((const char *)b + hoff, hlen, len - hoff - hlen, what, t) < 0)
+		return -1;
+	if (t->nbytes)
+		memcpy(t->data, b + hoff + hlen, t->nbytes);
+	return 0;
 }
 
 int npy_read(const char *path, Tensor *t)
@@ -359,11 +385,36 @@ static const char *unz_problem(int e)
 	}
 }
 
+/* The current member, opened and stored: its bytes taken where they lie
+ * in file, their CRC checked here (minizip would copy them through a
+ * buffer of its own into one of ours: two copies of every sample, and a
+ * malloc). */
+static int npz_stored(unzFile z, const char *path, const char *file, size_t flen, const unz_file_info64 *fi,
+		      const char *name, const char **data, size_t *len, char **own)
+{
+	ZPOS64_T off = unzGetCurrentFileZStreamPos64(z);
+	size_t size = (size_t)fi->uncompressed_size;
+	unzCloseCurrentFile(z);
+	if (fi->compressed_size != fi->uncompressed_size)
+		return error("%s: member '%s': stored, yet its header says %llu bytes in %llu (damaged zip)", path,
+			     name, (unsigned long long)fi->uncompressed_size, (unsigned long long)fi->compressed_size);
+	if (off > flen || size > flen - off)
+		return error("%s: member '%s': %s", path, name, unz_problem(UNZ_ERRNO));
+	if (crc32_z(0, (const Bytef *)file + off, size) != fi->crc)
+		return error("%s: member '%s': CRC mismatch, its data is corrupt", path, name);
+	*data = file + off;
+	*len = size;
+	*own = NULL;
+	return 0;
+}
+
 /* The current member's bytes into *data, *len (stored or deflated): only a
- * regular file, unencrypted, its CRC checked. 0 for a member read, 2 for a
+ * regular file, unencrypted, its CRC checked. A stored member's bytes lie
+ * in file (the whole file, flen bytes): *data points there and *own is
+ * NULL; else *own is *data, malloc'd. 0 for a member read, 2 for a
  * directory entry (skipped), -1 after error(). */
-static int npz_member_read(unzFile z, const char *path, const unz_file_info64 *fi, const char *name,
-			   size_t flen, char **data, size_t *len)
+static int npz_member_read(unzFile z, const char *path, const char *file, size_t flen, const unz_file_info64 *fi,
+			   const char *name, const char **data, size_t *len, char **own)
 {
 	unsigned host = (unsigned)(fi->version >> 8) & 0xff, mode = (unsigned)(fi->external_fa >> 16);
 	size_t nl = strlen(name);
@@ -385,6 +436,8 @@ static int npz_member_read(unzFile z, const char *path, const unz_file_info64 *f
 	if (e != UNZ_OK)
 		return error("%s: member '%s': %s", path, name, unz_problem(e));
 	size_t size = (size_t)fi->uncompressed_size, got = 0;
+	if (fi->compression_method == 0)
+		return npz_stored(z, path, file, flen, fi, name, data, len, own);
 	char *b = xmalloc(size + 1);
 	while (got < size) {
 		size_t want = size - got < (1u << 30) ? size - got : (1u << 30);
@@ -406,7 +459,7 @@ static int npz_member_read(unzFile z, const char *path, const unz_file_info64 *f
 		free(b);
 		return error("%s: member '%s': CRC mismatch, its data is corrupt", path, name);
 	}
-	*data = b;
+	*data = *own = b;
 	*len = size;
 	return 0;
 fail:
@@ -535,7 +588,8 @@ static int npz_read_minizip(const char *path, const char *file, size_t flen, Ten
 		/* each call reads the entry again a byte at a time: one call
 		 * when the name and extra field fit the buffers (numpy's do) */
 		unz_file_info64 fi;
-		char nbuf[256], *name = nbuf, *data = NULL;
+		char nbuf[256], *name = nbuf, *own = NULL;
+		const char *data = NULL;
 		unsigned char xbuf[256], *extra = xbuf;
 		size_t len = 0;
 		if ((e = unzGetCurrentFileInfo64(z, &fi, nbuf, sizeof nbuf, xbuf, sizeof xbuf, NULL, 0)) != UNZ_OK)
@@ -552,9 +606,9 @@ static int npz_read_minizip(const char *path, const char *file, size_t flen, Ten
 		else if (has_zip64_extra(extra, fi.size_file_extra) ||
 			 (fi.compression_method != 0 && fi.compression_method != Z_DEFLATED))
 			r = 1;
-		else if ((r = npz_member_read(z, path, &fi, name, flen, &data, &len)) == 0) {
+		else if ((r = npz_member_read(z, path, file, flen, &fi, name, &data, &len, &own)) == 0) {
 			r = npz_add(path, name, data, len, out);
-			free(data);
+			free(own);
 		} else if (r == 2) {
 			r = 0; /* a directory entry */
 		}
@@ -1220,16 +1274,23 @@ size_t samples_count(const SampleIter *it)
 	return it->n;
 }
 
-int samples_next(SampleIter *it, TensorList *out)
+int samples_read(const SampleIter *it, size_t i, TensorList *out)
 {
 	memset(out, 0, sizeof *out);
-	if (it->next >= it->n)
+	if (i >= it->n)
 		return 0;
-	SampleSrc *s = &it->src[it->next++];
+	const SampleSrc *s = &it->src[i];
 	int r = s->kind == S_TESTSET ? testset_read(s->path, "input", out) : data_read_file(s->path, out);
 	if (r == 0 && out->n == 0)
 		r = error("%s: holds no input tensors", s->path);
 	return r < 0 ? -1 : 1;
+}
+
+int samples_next(SampleIter *it, TensorList *out)
+{
+	int r = samples_read(it, it->next, out);
+	it->next += r != 0;
+	return r;
 }
 
 void samples_rewind(SampleIter *it)

@@ -71,6 +71,9 @@ int samples_open(const char *const *specs, size_t nspecs, SampleIter **out);
 size_t samples_count(const SampleIter *it);
 /* 1 with the next sample in *out (caller tl_free()s), 0 at the end, -1 error */
 int samples_next(SampleIter *it, TensorList *out);
+/* the same for sample i (0 past the last), leaving the position alone:
+ * threads may read samples of one iterator side by side */
+int samples_read(const SampleIter *it, size_t i, TensorList *out);
 /* restart from the first sample */
 void samples_rewind(SampleIter *it);
 void samples_close(SampleIter *it);

@@ -31,10 +31,14 @@
  * concatenated along one of its axes (within 1e-4 of their largest
  * magnitude; a BLAS may sum in another order for another batch size).
  * Then the batch's statistics count; else the reference's do and the rest
- * of the batch runs alone, as every sample after it. Afterwards a sample of
- * another shape, or with other shared inputs, runs alone. The batch size
- * is bounded by the activation memory of one sample, so peak memory does
- * not grow with the calibration set. */
+ * of the batch runs alone, as every sample after it. Afterwards the
+ * samples go in units of a batch's worth of consecutive numbers (see
+ * "units of work" below): in each, those of the probed shapes and shared
+ * inputs run stacked and the others alone, so a sample of another shape
+ * makes its unit's batch one smaller, on any number of threads. The batch
+ * size is bounded by the activation memory of one sample, so peak memory
+ * does not grow with the calibration set (a unit's samples are held, one
+ * unit per thread). */
 #include "quant/calib.h"
 
 #include <float.h>
@@ -696,7 +700,7 @@ typedef struct Pass {
 	int mode;
 	int *axis;              /* per input: the batch axis, -1 if shared */
 	size_t bmax;            /* batch size */
-	Held held[MAX_BATCH];   /* samples waiting for their batch */
+	Held held[MAX_BATCH];   /* PROBING: samples held for its batch */
 	Tensor *outs[MAX_BATCH];/* PROBING: the outputs of the first nref,
 				   which ran alone */
 	size_t nheld, nref;
@@ -811,21 +815,6 @@ static void keep_ref(Pass *p)
 static int joins(const Pass *p, const Held *h)
 {
 	return p->mode == BATCHED && same_shape(&p->ref, h, p->nin) && other_shared(&p->ref, h, p->nin, p->axis) < 0;
-}
-
-/* run the held samples stacked, with the statistics tap */
-static int flush_batch(Pass *p)
-{
-	if (!p->nheld)
-		return 0;
-	p->col->weight = p->nheld;
-	int r = run_stacked(p->ip, p->axis, p->held, p->nheld, 0, NULL);
-	p->col->weight = 1;
-	if (r < 0)
-		error_prefix("calibration samples %llu-%llu (stacked into one batch)",
-			     (unsigned long long)p->first + 1, (unsigned long long)(p->first + p->nheld));
-	release_held(p);
-	return r;
 }
 
 /* do all inputs stack on their first axis (nothing shared) */
@@ -943,73 +932,60 @@ static int probe_take(Pass *p, Held *h, uint64_t idx)
 	return 0;
 }
 
-static int run_parallel(Pass *p, SampleIter *it, uint64_t *idx);
+static int run_units(Pass *p, SampleIter *it, uint64_t *idx);
 
+/* the probe reads the first samples in order; the units after it */
 static int run_pass(Pass *p, SampleIter *it)
 {
 	uint64_t idx = 0;
-	int r;
+	int r = 1;
 	Held h = {0};
-	for (;;) {
-		/* once the probe has decided, the rest may go to workers */
-		if (p->mode != PROBING && p->workers > 1) {
-			if ((r = run_parallel(p, it, &idx)) != 1)
-				break;
-			p->workers = 1; /* not worth it: go on here */
-		}
-		if ((r = samples_next(it, &h.tl)) != 1)
-			break;
+	while (p->mode == PROBING && (r = samples_next(it, &h.tl)) == 1) {
 		h.by = xcalloc(p->nin ? p->nin : 1, sizeof *h.by);
 		if (check_sample(p->m, p->ip, idx, &h.tl, h.by) < 0) {
 			held_free(&h);
 			return -1;
 		}
-		/* once probed, a sample of another shape than the probed ones,
-		 * or with other shared inputs, runs alone */
-		if (p->mode == PROBING) {
-			if (probe_take(p, &h, idx) < 0)
-				return -1;
-		} else if (joins(p, &h)) {
-			p->first = p->nheld ? p->first : idx;
-			p->held[p->nheld++] = h;
-			if (p->nheld == p->bmax && flush_batch(p) < 0)
-				return -1;
-		} else {
-			r = run_alone(p, &h, idx, NULL);
-			held_free(&h);
-			if (r < 0)
-				return -1;
-		}
+		if (probe_take(p, &h, idx) < 0)
+			return -1;
 		memset(&h, 0, sizeof h);
 		idx++;
 	}
 	if (r < 0)
-		return -1;
+		return error_prefix("calibration sample %llu", (unsigned long long)idx + 1);
 	/* fewer samples than a batch: probe with those held */
-	if (p->mode == PROBING)
-		r = p->nheld > 1 ? probe_batch(p) : stop_batching(p, NULL, NULL);
-	if (r < 0 || (p->mode == BATCHED && flush_batch(p) < 0))
+	if (p->mode == PROBING && (p->nheld > 1 ? probe_batch(p) : stop_batching(p, NULL, NULL)) < 0)
 		return -1;
 	release_held(p);
+	if (run_units(p, it, &idx) < 0)
+		return -1;
 	p->col->s->nsamples = idx;
 	return 0;
 }
 
-/* ---- data-parallel calibration ----
+/* ---- units of work after the probe ----
  *
  * Splitting each operator between threads does not pay for the small
  * operators of a calibration (a 28x28 image's convolution takes tens of
  * microseconds, a wake-up several); running whole batches side by side
  * does. Once the probe has decided how samples are grouped, every thread
- * runs its own interpreter (one thread each) with its own collector, and
- * takes the next unit of work from a reader shared under a lock: the next
- * batch, or a sample that runs alone. The reader forms the units exactly
- * as the one-thread loop does (the same samples stacked together, so the
- * same float results), and the collectors' statistics are merged exactly
- * (minima, maxima, counts, histograms over power-of-two ranges: see
- * widen), so the statistics do not depend on the number of threads nor on
- * which thread ran what. An error reports the lowest-numbered sample that
- * failed, which is the one the one-thread loop stops at. */
+ * runs its own interpreter (one thread each) with its own collector. A
+ * unit of work is the next range of sample numbers, as many as a batch
+ * holds (one when samples run one at a time): a thread claims it under a
+ * lock, then reads and checks its samples outside it (reading an .npz
+ * took silero-vad a third of its calibration), runs the samples that
+ * join the probed batch stacked as one batch and the others alone. So
+ * the units, and which samples are stacked together (hence the float
+ * results), depend on the sample numbers alone, never on the number of
+ * threads: the one-thread loop runs the same units one after another. A
+ * sample of another shape than the batch's runs alone and its range's
+ * batch is that much smaller (before, the next samples filled it). The
+ * collectors' statistics are merged exactly (minima, maxima, counts,
+ * histograms over power-of-two ranges: see widen), so the statistics do
+ * not depend on the number of threads nor on which thread ran what. A
+ * unit runs its samples in order and stops at its first failure, and
+ * units are claimed in order, so the failure reported, the lowest-numbered
+ * one, is the one the one-thread loop stops at. */
 
 /* bytes the extra interpreters may add together: each has its own copy of
  * the weights and its own activations (a model above this calibrates on
@@ -1018,18 +994,18 @@ static int run_pass(Pass *p, SampleIter *it)
 #define WORKER_BYTES ((size_t)256 << 20)
 
 typedef struct Unit {
-	Held held[MAX_BATCH];
-	size_t n;
+	Held held[MAX_BATCH];   /* the samples read, in order */
+	Held batch[MAX_BATCH];  /* those that join the batch (borrowed) */
+	size_t n;               /* samples in the range */
 	uint64_t first;         /* number of the first sample */
-	int stacked;
 } Unit;
 
 typedef struct Shared {
-	Pass *p;                /* the mode, batch size, probed shapes and the
-				   batch being formed (p->held) */
+	Pass *p;                /* the mode, batch size, probed shapes */
 	SampleIter *it;
-	pthread_mutex_t lock;   /* over everything below and p's batch */
-	uint64_t next;          /* number of the next sample read */
+	size_t unit;            /* samples a unit ranges over */
+	pthread_mutex_t lock;   /* over everything below */
+	uint64_t next;          /* number of the next sample to claim */
 	int done;               /* no more samples, or a failure */
 	uint64_t err_at;        /* the lowest failed sample (UINT64_MAX: none) */
 	char *err;
@@ -1055,79 +1031,94 @@ static void fail_at(Shared *sh, uint64_t idx, const char *msg)
 	sh->err = xstrdup(msg);
 }
 
-/* hand the batch being formed over to u (lock held) */
-static void take_batch(Pass *p, Unit *u)
+static void fail_unit(Shared *sh, uint64_t idx)
 {
-	memcpy(u->held, p->held, p->nheld * sizeof *p->held);
-	u->n = p->nheld;
-	u->first = p->first;
-	u->stacked = 1;
-	p->nheld = 0;
+	pthread_mutex_lock(&sh->lock);
+	fail_at(sh, idx, errmsg());
+	pthread_mutex_unlock(&sh->lock);
 }
 
-/* the next unit of work: 1, or 0 when there is none left */
+/* claim the next range of samples: 1, or 0 when there is none left */
 static int take_unit(Shared *sh, Unit *u)
 {
-	Pass *p = sh->p;
-	int got = 0;
+	size_t count = samples_count(sh->it);
 	pthread_mutex_lock(&sh->lock);
-	while (!sh->done && !got) {
-		Held h = {0};
-		int r = samples_next(sh->it, &h.tl);
-		if (r != 1) {
-			if (r < 0)
-				fail_at(sh, sh->next, errmsg());
-			sh->done = 1;
-			if (r == 0 && p->nheld) {
-				take_batch(p, u);
-				got = 1;
-			}
-			break;
-		}
-		uint64_t idx = sh->next++;
-		h.by = xcalloc(p->nin ? p->nin : 1, sizeof *h.by);
-		if (check_sample(p->m, p->ip, idx, &h.tl, h.by) < 0) {
-			fail_at(sh, idx, errmsg());
-			held_free(&h);
-			break;
-		}
-		if (joins(p, &h)) {
-			p->first = p->nheld ? p->first : idx;
-			p->held[p->nheld++] = h;
-			if (p->nheld == p->bmax) {
-				take_batch(p, u);
-				got = 1;
-			}
-			continue;
-		}
-		u->held[0] = h;
-		u->n = 1;
-		u->first = idx;
-		u->stacked = 0;
-		got = 1;
+	int got = !sh->done && sh->next < count;
+	if (got) {
+		u->first = sh->next;
+		u->n = count - sh->next < sh->unit ? count - sh->next : sh->unit;
+		sh->next += u->n;
 	}
 	pthread_mutex_unlock(&sh->lock);
 	return got;
 }
 
-static int run_unit(Worker *w, Unit *u)
+/* sample k of u read and checked into u->held[k]; -1 after error() */
+static int read_sample(Worker *w, Unit *u, size_t k)
 {
-	int r;
-	if (u->stacked) {
-		w->col->weight = u->n;
-		r = run_stacked(w->ip, w->sh->p->axis, u->held, u->n, 0, NULL);
-		w->col->weight = 1;
-		if (r < 0)
-			error_prefix("calibration samples %llu-%llu (stacked into one batch)",
-				     (unsigned long long)u->first + 1, (unsigned long long)(u->first + u->n));
-	} else {
-		r = interp_run_sample(w->ip, u->held[0].tl.n, u->held[0].tl.t, 0, NULL);
-		if (r < 0)
-			error_prefix("calibration sample %llu", (unsigned long long)u->first + 1);
-	}
-	for (size_t k = 0; k < u->n; k++)
-		held_free(&u->held[k]);
+	Held *h = &u->held[k];
+	uint64_t idx = u->first + k;
+	if (samples_read(w->sh->it, idx, &h->tl) < 0)
+		return error_prefix("calibration sample %llu", (unsigned long long)idx + 1);
+	h->by = xcalloc(w->sh->p->nin ? w->sh->p->nin : 1, sizeof *h->by);
+	return check_sample(w->sh->p->m, w->ip, idx, &h->tl, h->by);
+}
+
+/* the joining samples of u (the first nb of its range) stacked as one
+ * batch, with the statistics tap */
+static int run_batch(Worker *w, Unit *u, size_t nb)
+{
+	Pass *p = w->sh->p;
+	size_t n = 0;
+	uint64_t lo = 0, hi = 0;
+	for (size_t k = 0; k < nb; k++)
+		if (joins(p, &u->held[k])) {
+			lo = n ? lo : u->first + k;
+			hi = u->first + k;
+			u->batch[n++] = u->held[k];
+		}
+	w->col->weight = n;
+	int r = run_stacked(w->ip, p->axis, u->batch, n, 0, NULL);
+	w->col->weight = 1;
+	if (r < 0)
+		error_prefix("calibration samples %llu-%llu (%zu stacked into one batch)", (unsigned long long)lo + 1,
+			     (unsigned long long)hi + 1, n);
 	return r;
+}
+
+/* read the samples of u, then run them in order: the first that joins
+ * the batch runs it (with every other one that joins), the others alone.
+ * A sample that cannot be read ends the range there. */
+static void run_unit(Worker *w, Unit *u)
+{
+	Pass *p = w->sh->p;
+	size_t nread = 0;
+	int bad = 0;
+	while (nread < u->n && !bad)
+		bad = read_sample(w, u, nread++) < 0;
+	char *err = bad ? xstrdup(errmsg()) : NULL;
+	size_t ok = nread - (size_t)bad;
+	int batched = 0, r = 0;
+	for (size_t k = 0; r == 0 && k < ok; k++) {
+		uint64_t idx = u->first + k;
+		if (!joins(p, &u->held[k])) {
+			r = interp_run_sample(w->ip, u->held[k].tl.n, u->held[k].tl.t, 0, NULL);
+			if (r < 0)
+				error_prefix("calibration sample %llu", (unsigned long long)idx + 1);
+		} else if (!batched++) {
+			r = run_batch(w, u, ok);
+		}
+		if (r < 0)
+			fail_unit(w->sh, idx);
+	}
+	if (r == 0 && err) {
+		pthread_mutex_lock(&w->sh->lock);
+		fail_at(w->sh, u->first + ok, err);
+		pthread_mutex_unlock(&w->sh->lock);
+	}
+	free(err);
+	for (size_t k = 0; k < nread; k++)
+		held_free(&u->held[k]);
 }
 
 static void *work(void *arg)
@@ -1141,13 +1132,9 @@ static void *work(void *arg)
 		if (!(w->ip = interp_new(w->sh->p->m, &o)))
 			return NULL;
 	}
-	Unit *u = xmalloc(sizeof *u);
+	Unit *u = xcalloc(1, sizeof *u);
 	while (take_unit(w->sh, u))
-		if (run_unit(w, u) < 0) {
-			pthread_mutex_lock(&w->sh->lock);
-			fail_at(w->sh, u->first, errmsg());
-			pthread_mutex_unlock(&w->sh->lock);
-		}
+		run_unit(w, u);
 	free(u);
 	return NULL;
 }
@@ -1233,25 +1220,25 @@ static void collector_merge(Collector *main, Collector *w)
 	}
 }
 
-/* the samples after the first *idx, on up to p->workers threads (no more
- * than there are CPUs, nor units left, nor interpreters WORKER_BYTES
- * holds); 1 when that leaves one */
-static int run_parallel(Pass *p, SampleIter *it, uint64_t *idx)
+/* the samples after the first *idx, in units (see above), on up to
+ * p->workers threads (no more than there are CPUs, nor units left, nor
+ * interpreters WORKER_BYTES holds) */
+static int run_units(Pass *p, SampleIter *it, uint64_t *idx)
 {
-	size_t left = samples_count(it) - *idx, unit = p->mode == BATCHED ? p->bmax : 1;
-	size_t nw = (size_t)p->workers, weights, live;
+	size_t count = samples_count(it), unit = p->mode == BATCHED ? p->bmax : 1;
+	size_t units = (count - *idx + unit - 1) / unit;
+	size_t nw = p->workers > 1 ? (size_t)p->workers : 1, weights, live;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	if (ncpu > 0 && nw > (size_t)ncpu)
 		nw = (size_t)ncpu;
-	if (left / unit < nw)
-		nw = left / unit;
+	if (units < nw)
+		nw = units ? units : 1;
 	interp_stats(p->ip, &weights, &live);
 	size_t fit = 1 + WORKER_BYTES / (weights + live + 1);
 	if (nw > fit)
 		nw = fit;
-	if (nw < 2)
-		return 1;
-	Shared sh = {.p = p, .it = it, .lock = PTHREAD_MUTEX_INITIALIZER, .next = *idx, .err_at = UINT64_MAX};
+	Shared sh = {.p = p, .it = it, .unit = unit, .lock = PTHREAD_MUTEX_INITIALIZER, .next = *idx,
+		     .err_at = UINT64_MAX};
 	Worker *w = xcalloc(nw, sizeof *w);
 	w[0] = (Worker){.sh = &sh, .ip = p->ip, .col = p->col};
 	for (size_t k = 1; k < nw; k++) {
@@ -1259,10 +1246,12 @@ static int run_parallel(Pass *p, SampleIter *it, uint64_t *idx)
 		w[k].col = &w[k].own;
 		collector_clone(w[k].col, p->col);
 	}
-	if (p->log)
+	if (nw > 1 && p->log)
 		fprintf(p->log, "calibrate: %zu workers side by side\n", nw);
+	/* alone, the interpreter keeps its threads for its kernels */
 	int threads = interp_threads(p->ip);
-	interp_set_threads(p->ip, 1);
+	if (nw > 1)
+		interp_set_threads(p->ip, 1);
 	for (size_t k = 1; k < nw; k++)
 		w[k].started = pthread_create(&w[k].tid, NULL, work, &w[k]) == 0;
 	work(&w[0]);

@@ -359,28 +359,6 @@ static void rnd_value(Arena *a, const ProtobufCFieldDescriptor *f, void *p, int 
 	}
 }
 
-static size_t elt_size(ProtobufCType t)
-{
-	switch (t) {
-	case PROTOBUF_C_TYPE_INT64:
-	case PROTOBUF_C_TYPE_SINT64:
-	case PROTOBUF_C_TYPE_SFIXED64:
-	case PROTOBUF_C_TYPE_UINT64:
-	case PROTOBUF_C_TYPE_FIXED64:
-	case PROTOBUF_C_TYPE_DOUBLE:
-		return 8;
-	case PROTOBUF_C_TYPE_BOOL:
-		return sizeof(protobuf_c_boolean);
-	case PROTOBUF_C_TYPE_STRING:
-	case PROTOBUF_C_TYPE_MESSAGE:
-		return sizeof(void *);
-	case PROTOBUF_C_TYPE_BYTES:
-		return sizeof(ProtobufCBinaryData);
-	default:
-		return 4;
-	}
-}
-
 static void rnd_unknown(Arena *a, ProtobufCMessage *m)
 {
 	if (rn(4))
@@ -474,7 +452,7 @@ static ProtobufCMessage *rnd_msg(Arena *a, const ProtobufCMessageDescriptor *d, 
 			size_t n = rn(3) == 0 ? 0 : rn(4) == 0 ? 30 + rn(300) : 1 + rn(4);
 			if (f->type == PROTOBUF_C_TYPE_MESSAGE && n > 3)
 				n = 1 + rn(3);
-			size_t es = elt_size(f->type);
+			size_t es = pbw_elt_size(f->type);
 			char *arr = aalloc(a, n * es);
 			for (size_t j = 0; j < n; j++)
 				rnd_value(a, f, arr + j * es, depth, 1);

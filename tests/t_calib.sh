@@ -81,6 +81,19 @@ calib() {
 	QUANTMAKE_CACHE=$TMPD/$1/cache "$Q" -C "$TMPD/$1" -j${JOBS:-1} m:calibrate > "$TMPD/$1/log" 2>&1
 }
 stats() { echo "$TMPD/$1/build/m/calibrate/calibration.stats"; }
+# same_at_j LABEL PROJ DATA REF: calibrating PROJ on DATA with -j2 and -j3
+# (on as many workers) gives the bytes of REF, its -j1 statistics
+same_at_j() {
+	for j in 2 3; do
+		rm -rf "$TMPD/$2/cache" "$TMPD/$2/build"
+		if JOBS=$j calib "$2" "$3" && grep -q "calibrate: [23] workers side by side" "$TMPD/$2/log" &&
+			cmp -s "$(stats "$2")" "$4"; then
+			pass "$1 with -j$j gives the bytes of -j1"
+		else
+			fail "$1 with -j$j gives the bytes of -j1" "$(tail -3 "$TMPD/$2/log")"
+		fi
+	done
+}
 
 if calib ew calib && calib ew1 calib; then
 	if grep -q "batches of [0-9]* samples" "$TMPD/ew/log"; then
@@ -289,15 +302,7 @@ for spec in "ew calib3" "ew1 calib" "red rows" "ew mixed"; do
 		continue
 	fi
 	cp "$(stats "$1")" "$TMPD/$1.$2.j1"
-	for j in 2 3; do
-		rm -rf "$TMPD/$1/cache" "$TMPD/$1/build"
-		if JOBS=$j calib "$1" "$2" && grep -q "calibrate: [23] workers side by side" "$TMPD/$1/log" &&
-			cmp -s "$(stats "$1")" "$TMPD/$1.$2.j1"; then
-			pass "workers: $1 on $2 with -j$j gives the bytes of -j1"
-		else
-			fail "workers: $1 on $2 with -j$j gives the bytes of -j1" "$(tail -3 "$TMPD/$1/log")"
-		fi
-	done
+	same_at_j "workers: $1 on $2" "$1" "$2" "$TMPD/$1.$2.j1"
 done
 # two bad samples: whichever worker meets one first, the lower is named
 "$PY" -c "import numpy as np; [np.save('$TMPD/calib/s%03d.npy' % i, np.zeros((1, 3, 16, 16), np.float64)) for i in (60, 140)]"
@@ -641,15 +646,7 @@ EOF
 		fi
 		[ "$2" = axsr0 ] && continue
 		cp "$(stats "$1")" "$A/$2.j1"
-		for j in 2 3; do
-			rm -rf "$TMPD/$1/cache" "$TMPD/$1/build"
-			if JOBS=$j calib "$1" "$2" && grep -q "calibrate: [23] workers side by side" "$TMPD/$1/log" &&
-				cmp -s "$(stats "$1")" "$A/$2.j1"; then
-				pass "axis batching: $2 with -j$j gives the bytes of -j1"
-			else
-				fail "axis batching: $2 with -j$j gives the bytes of -j1" "$(tail -3 "$TMPD/$1/log")"
-			fi
-		done
+		same_at_j "axis batching: $2" "$1" "$2" "$A/$2.j1"
 	done
 	for spec in "gg gg" "axred r"; do
 		set -- $spec

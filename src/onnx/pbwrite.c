@@ -88,8 +88,7 @@ static inline size_t scalar_size(ProtobufCType t, const void *p)
 	}
 }
 
-/* in-memory size of one element of a repeated field */
-static size_t elt_size(ProtobufCType t)
+size_t pbw_elt_size(ProtobufCType t)
 {
 	switch (t) {
 	case PROTOBUF_C_TYPE_SINT64:
@@ -166,7 +165,7 @@ static size_t value_size(const ProtobufCFieldDescriptor *f, const void *p, PbSiz
 /* payload of a packed repeated field */
 static size_t packed_payload(const ProtobufCFieldDescriptor *f, size_t count, const char *a)
 {
-	size_t w = elt_size(f->type), n = 0;
+	size_t w = pbw_elt_size(f->type), n = 0;
 	switch (f->type) {
 	case PROTOBUF_C_TYPE_SFIXED32:
 	case PROTOBUF_C_TYPE_FIXED32:
@@ -189,7 +188,7 @@ static size_t repeated_size(const ProtobufCFieldDescriptor *f, size_t count, con
 		size_t n = packed_payload(f, count, a);
 		return tag_size(f->id) + u32_size((uint32_t)n) + n;
 	}
-	size_t w = elt_size(f->type), n = tag_size(f->id) * count;
+	size_t w = pbw_elt_size(f->type), n = tag_size(f->id) * count;
 	for (size_t i = 0; i < count; i++)
 		n += value_size(f, a + i * w, s);
 	return n;
@@ -424,7 +423,7 @@ static void write_packed(W *w, const ProtobufCFieldDescriptor *f, size_t count, 
 	size_t n = packed_payload(f, count, a), k = put_tag(f->id, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, s);
 	k += put_u64((uint32_t)n, s + k);
 	w_put(w, s, k);
-	size_t es = elt_size(f->type);
+	size_t es = pbw_elt_size(f->type);
 	switch (f->type) {
 	case PROTOBUF_C_TYPE_SFIXED32:
 	case PROTOBUF_C_TYPE_FIXED32:
@@ -481,7 +480,7 @@ static void write_msg(W *w, const ProtobufCMessage *m)
 				write_packed(w, f, count, a);
 				continue;
 			}
-			size_t es = elt_size(f->type);
+			size_t es = pbw_elt_size(f->type);
 			for (size_t j = 0; j < count; j++)
 				write_value(w, f, a + j * es);
 		} else if (present(f, m)) {

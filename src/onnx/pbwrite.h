@@ -46,6 +46,10 @@ typedef struct PbStream {
 	const void *lo, *hi;
 } PbStream;
 
+/* the in-memory size of one element of a repeated field of type t (what
+ * protobuf-c's unpacked arrays hold) */
+size_t pbw_elt_size(ProtobufCType t);
+
 /* Encode m, measured into s, through st->sink: 0, or -1 when the sink
  * stopped the write or s does not describe m. */
 int pbw_write(const ProtobufCMessage *m, const PbSizes *s, const PbStream *st);

@@ -59,13 +59,18 @@ Hash hash_buf(const void *p, size_t n)
 
 int hash_fd(int fd, const char *path, Hash *out)
 {
+	return hash_fd_size(fd, path, -1, out);
+}
+
+int hash_fd_size(int fd, const char *path, int64_t size, Hash *out)
+{
 	/* 64 KiB: the block stays in L2 between read() and hashing */
 	enum { BUFSZ = 1 << 16 };
 	char *buf = aligned_alloc(4096, BUFSZ);
 	if (!buf)
 		fatalx(1, "out of memory");
 	if (__builtin_cpu_supports("avx2")) {
-		int r = hash_fd_avx2(fd, buf, BUFSZ, out->b);
+		int r = hash_fd_avx2(fd, buf, BUFSZ, size, out->b);
 		free(buf);
 		return r < 0 ? error("cannot read '%s':", path) : 0;
 	}
@@ -74,7 +79,7 @@ int hash_fd(int fd, const char *path, Hash *out)
 		fatalx(1, "out of memory (XXH3 state)");
 	XXH3_128bits_reset(st);
 	int r = 0;
-	for (;;) {
+	for (int64_t got = 0; size < 0 || got < size;) {
 		ssize_t n = read(fd, buf, BUFSZ);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -85,6 +90,7 @@ int hash_fd(int fd, const char *path, Hash *out)
 		if (n == 0)
 			break;
 		XXH3_128bits_update(st, buf, (size_t)n);
+		got += n;
 	}
 	if (r == 0)
 		*out = canon(XXH3_128bits_digest(st));

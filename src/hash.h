@@ -24,6 +24,9 @@ Hash hash_buf(const void *p, size_t n);
 int hash_file(const char *path, Hash *out);
 /* hash from an open fd at its current position until EOF */
 int hash_fd(int fd, const char *path, Hash *out);
+/* the same, but with size >= 0 it stops once size bytes are read (no
+ * read(2) to find the end: the caller checks the size after with fstat) */
+int hash_fd_size(int fd, const char *path, int64_t size, Hash *out);
 
 char *hash_hex(Hash h, char buf[HASH_HEX_LEN]);
 /* parse 32 hex chars; 0 or -1 */

@@ -11,12 +11,13 @@
 
 #include "hash_avx2.h"
 
-int hash_fd_avx2(int fd, void *buf, size_t bufsz, unsigned char out[16])
+int hash_fd_avx2(int fd, void *buf, size_t bufsz, int64_t size, unsigned char out[16])
 {
 	XXH3_state_t st;
 	XXH3_INITSTATE(&st);
 	XXH3_128bits_reset(&st);
-	for (;;) {
+	int64_t got = 0;
+	while (size < 0 || got < size) {
 		ssize_t n = read(fd, buf, bufsz);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -25,6 +26,7 @@ int hash_fd_avx2(int fd, void *buf, size_t bufsz, unsigned char out[16])
 		if (n == 0)
 			break;
 		XXH3_128bits_update(&st, buf, (size_t)n);
+		got += n;
 	}
 	XXH128_canonical_t c;
 	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&st));

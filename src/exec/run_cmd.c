@@ -166,7 +166,7 @@ static int conform_one(const char *dir, int check_only, int threads)
 	int r = 1;
 	char why[1024] = "";
 	const char *failset = NULL;
-	if (model_load(mp, &m) < 0) {
+	if (model_load_view(mp, &m) < 0) {
 		snprintf(why, sizeof why, "%s", errmsg());
 		goto out;
 	}
@@ -539,7 +539,7 @@ int cmd_run(int argc, char **argv)
 		rc = 0;
 		for (size_t i = 0; i < rest.n; i++) {
 			Model *m;
-			if (model_load(rest.v[i], &m) < 0) {
+			if (model_load_view(rest.v[i], &m) < 0) {
 				fprintf(stderr, "%s: %s\n", argv0, errmsg());
 				rc = 2;
 				continue;
@@ -564,7 +564,7 @@ int cmd_run(int argc, char **argv)
 	model = rest.v[0];
 
 	Model *m;
-	if (model_load(model, &m) < 0) {
+	if (model_load_view(model, &m) < 0) {
 		fprintf(stderr, "%s: %s\n", argv0, errmsg());
 		goto out;
 	}

@@ -61,6 +61,11 @@ typedef struct Model {
 
 /* Load PATH. Errors read "not an ONNX model: PATH: reason". */
 int model_load(const char *path, Model **out);
+/* Load PATH to read it, not to save it: without model_load's check of how
+ * protobuf-c would encode it (a compare or hash of the whole encoding), so
+ * a save of it writes protobuf-c's encoding, not the file's bytes, and
+ * copies its external data. */
+int model_load_view(const char *path, Model **out);
 /* Parse an in-memory serialized model; dir resolves external data. */
 int model_parse(const void *data, size_t len, const char *dir, Model **out);
 /* Wrap a proto built in memory (takes ownership). */

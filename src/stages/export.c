@@ -111,7 +111,7 @@ static int copy_model(const char *src, const char *dst, const char *rel_dir, Ptr
 	Model *m;
 	if (rel_dir)
 		ext_allow_links(0);
-	if (model_load(src, &m) < 0)
+	if (model_load_view(src, &m) < 0)
 		return -1;
 	int r = copy_file_atomic(src, dst, 0644);
 	char *sdir = path_dir(src), *ddir = path_dir(dst);
@@ -211,7 +211,7 @@ static int run_command(StageCtx *c, const char *cmd)
 	if (access(c->output, F_OK) != 0)
 		return error("export command of model '%s' succeeded but wrote no file to $out", c->model);
 	Model *m;
-	if (model_load(c->output, &m) < 0)
+	if (model_load_view(c->output, &m) < 0)
 		return error_prefix("export command of model '%s' wrote a bad $out", c->model);
 	model_free(m);
 	return 0;

@@ -659,7 +659,7 @@ static int run(StageCtx *c)
 	VerifyReport rep = {0};
 	VerifyAuto ax = {.max_nodes = atoi(stage_param_value(c->sec, "verify.auto-exclude"))};
 	Requant rq = {0};
-	int r = model_load(c->reference, &ref), nfailed = -1;
+	int r = model_load_view(c->reference, &ref), nfailed = -1;
 	if (r < 0)
 		error_prefix("reference model");
 	if (r == 0 && (r = model_load(c->input, &q)) < 0)

@@ -10,6 +10,7 @@
 # (silero-vad's shape), are stacked too (see 'a batch on another axis').
 . "$(dirname "$0")/lib/common.sh"
 mktmp
+export PYTHONPATH="$ROOT/tests/lib"  # calibstats.py reads calibration.stats
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, numpy' 2>/dev/null; then
 	skip "calibration batching" "$PY lacks onnx/numpy (run scripts/venv.sh)"
@@ -127,16 +128,11 @@ fi
 # element is counted once (checked against the samples themselves)
 if calib ew mixed; then
 	if "$PY" - "$(stats ew)" "$TMPD/mixed" <<'EOF'
-import glob, struct, sys
+import glob, sys
 import numpy as np
-b = open(sys.argv[1], "rb").read()
-n, nb, ns = struct.unpack_from("<IIQ", b, 8)
-o, got = 24, {}
-for _ in range(n):
-    l, = struct.unpack_from("<I", b, o); name = b[o + 4:o + 4 + l].decode(); o += 4 + l
-    cnt, nf, mn, mx, r = struct.unpack_from("<QQffd", b, o); o += 32
-    h = np.frombuffer(b, "<u8", nb, o); o += 8 * nb
-    got[name] = (cnt, mn, mx, int(h.sum()))
+from calibstats import read
+nb, ns, st = read(sys.argv[1])
+got = {k: (s.count, s.lo, s.hi, int(s.hist.sum())) for k, s in st.items()}
 xs = np.concatenate([np.load(f) for f in sorted(glob.glob(sys.argv[2] + "/*.npy"))])
 cnt, mn, mx, hs = got["x"]
 assert ns == 100 and cnt == xs.size and hs == xs.size, (ns, cnt, hs, xs.size)
@@ -155,16 +151,11 @@ fi
 # minmax statistics: no histograms, the same counts, min, max and ranges
 cp "$(stats ew)" "$TMPD/ew.entropy.stats"
 if calib ew mixed minmax && "$PY" - "$(stats ew)" "$TMPD/ew.entropy.stats" <<'EOF'
-import struct, sys
+import sys
+from calibstats import read
 def load(path):
-    b = open(path, "rb").read()
-    n, nb, ns = struct.unpack_from("<IIQ", b, 8)
-    o, got = 24, {}
-    for _ in range(n):
-        l, = struct.unpack_from("<I", b, o); name = b[o + 4:o + 4 + l].decode(); o += 4 + l
-        got[name] = struct.unpack_from("<QQffd", b, o); o += 32 + 8 * nb
-    assert o == len(b), (o, len(b))
-    return nb, ns, got
+    nb, ns, st = read(path)
+    return nb, ns, {k: tuple(s[:5]) for k, s in st.items()}
 nb, ns, got = load(sys.argv[1])
 nb2, ns2, want = load(sys.argv[2])
 assert nb == 0 and nb2 == 2048 and ns == ns2, (nb, nb2, ns, ns2)
@@ -241,16 +232,12 @@ then
 		> "$F/rules/m.rules"
 	if QUANTMAKE_CACHE=$F/cache "$Q" -C "$F" -j1 m:calibrate > "$F/log" 2>&1 &&
 	   "$PY" - "$F" <<'EOF'
-import struct, sys
+import sys
 import numpy as np
+from calibstats import read
 d = sys.argv[1]
-b = open(d + "/build/m/calibrate/calibration.stats", "rb").read()
-n, nb, ns = struct.unpack_from("<IIQ", b, 8)
-o, got = 24, {}
-for _ in range(n):
-    l, = struct.unpack_from("<I", b, o); name = b[o + 4:o + 4 + l].decode(); o += 4 + l
-    cnt, nf, mn, mx, r = struct.unpack_from("<QQffd", b, o); o += 32
-    got[name] = (cnt, mn, mx, r, np.frombuffer(b, "<u8", nb, o)); o += 8 * nb
+nb, ns, st = read(d + "/build/m/calibrate/calibration.stats")
+got = {k: (s.count, s.lo, s.hi, s.range, s.hist) for k, s in st.items()}
 def want(v, runs):
     r = 2.0 ** np.floor(np.log2(np.abs(v).max()) + 1)
     h = np.zeros(nb, np.uint64)
@@ -336,15 +323,11 @@ for j in 1 2 3; do
 	rm -rf "$TMPD/ew/cache" "$TMPD/ew/build"
 	if ! JOBS=$j calib ew edges || ! grep -q "batches of $bsz samples" "$TMPD/ew/log" ||
 		! "$PY" - "$(stats ew)" "$TMPD/edges" > "$TMPD/edges.out" 2>&1 <<'EOF'
-import glob, struct, sys
+import glob, sys
 import numpy as np
-b = open(sys.argv[1], "rb").read()
-n, nb, ns = struct.unpack_from("<IIQ", b, 8)
-o, got = 24, {}
-for _ in range(n):
-    l, = struct.unpack_from("<I", b, o); name = b[o + 4:o + 4 + l].decode(); o += 4 + l
-    cnt, nf, mn, mx, r = struct.unpack_from("<QQffd", b, o); o += 32
-    got[name] = (cnt, mn, mx, int(np.frombuffer(b, "<u8", nb, o).sum())); o += 8 * nb
+from calibstats import read
+nb, ns, st = read(sys.argv[1])
+got = {k: (s.count, s.lo, s.hi, int(s.hist.sum())) for k, s in st.items()}
 files = sorted(glob.glob(sys.argv[2] + "/*.npy"))
 xs = np.concatenate([np.load(f) for f in files])
 cnt, mn, mx, hs = got["x"]
@@ -502,7 +485,7 @@ ln -s ../elsewhere "$W/data/linkdir"
 cp "$TMPD/calib/s007.npy" "$W/data/.hidden.npy"
 cp "$TMPD/calib/s008.npy" "$W/data/extra/"
 printf '[model m]\nsource = model.onnx\nquantize = static\nquantize.calibration = data\n' > "$W/rules/m.rules"
-nsamples() { "$PY" -c 'import struct, sys; print(struct.unpack_from("<IIQ", open(sys.argv[1], "rb").read(), 8)[2])' "$1"; }
+nsamples() { "$PY" -c 'import sys; from calibstats import read; print(read(sys.argv[1])[1])' "$1"; }
 if QUANTMAKE_CACHE=$W/cache "$Q" -C "$W" -j2 m:calibrate > "$W/log1" 2>&1 &&
 	[ "$(nsamples "$W/build/m/calibrate/calibration.stats")" = 7 ]; then
 	pass "a calibration directory's samples: its files and links to files, nothing else"
@@ -601,17 +584,12 @@ else
 	# and ranges, min and max within 1e-5 of their magnitude and histograms
 	# within 1e-4 of the count (a MatMul of 64 rows may round otherwise)
 	cat > "$A/close.py" <<'EOF'
-import struct, sys
+import sys
 import numpy as np
+from calibstats import read
 def load(path):
-    b = open(path, "rb").read()
-    n, nb, ns = struct.unpack_from("<IIQ", b, 8)
-    o, got = 24, {}
-    for _ in range(n):
-        l, = struct.unpack_from("<I", b, o); name = b[o + 4:o + 4 + l].decode(); o += 4 + l
-        cnt, nf, mn, mx, r = struct.unpack_from("<QQffd", b, o); o += 32
-        got[name] = (cnt, nf, r, mn, mx, np.frombuffer(b, "<u8", nb, o).astype(np.int64)); o += 8 * nb
-    return ns, got
+    nb, ns, st = read(path)
+    return ns, {k: (s.count, s.nonfinite, s.range, s.lo, s.hi, s.hist.astype(np.int64)) for k, s in st.items()}
 (ns, got), (ns1, want) = load(sys.argv[1]), load(sys.argv[2])
 assert ns == ns1 and sorted(got) == sorted(want), (ns, ns1, sorted(set(got) ^ set(want)))
 for k, w in want.items():

@@ -8,6 +8,7 @@
 # a model input, a Relu of it (half zeros) and a Neg (min and max swap).
 . "$(dirname "$0")/lib/common.sh"
 mktmp
+export PYTHONPATH="$ROOT/tests/lib"  # calibstats.py reads calibration.stats
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, numpy' 2>/dev/null; then
 	skip "calibration scan" "$PY lacks onnx/numpy (run scripts/venv.sh)"
@@ -44,16 +45,11 @@ EOF
 "$PY" "$TMPD/mk.py" "$TMPD" 2>"$TMPD/mk.err" || { fail "make the model and samples" "$(tail -3 "$TMPD/mk.err")"; exit 0; }
 
 cat > "$TMPD/check.py" <<'EOF'
-import glob, struct, sys
+import glob, sys
 import numpy as np
-b = open(sys.argv[1], "rb").read()
-n, nb, ns = struct.unpack_from("<IIQ", b, 8)
-o, got = 24, {}
-for _ in range(n):
-    l, = struct.unpack_from("<I", b, o); name = b[o + 4:o + 4 + l].decode(); o += 4 + l
-    cnt, nf, mn, mx, rg = struct.unpack_from("<QQffd", b, o); o += 32
-    hist = np.frombuffer(b, "<u8", nb, o); o += 8 * nb
-    got[name] = (cnt, nf, mn, mx, hist)
+from calibstats import read
+nb, ns, st = read(sys.argv[1])
+got = {k: (s.count, s.nonfinite, s.lo, s.hi, s.hist) for k, s in st.items()}
 xs = np.concatenate([np.load(f).reshape(-1) for f in sorted(glob.glob(sys.argv[2] + "/*.npy"))])
 with np.errstate(invalid="ignore"):
     want = {"x": xs, "y": np.where(np.isnan(xs), xs, np.maximum(xs, 0)), "z": -xs}

@@ -29,7 +29,9 @@
  * the model still encodes to that hash it is saved as the original bytes.
  * Finding that out is a pass over the whole encoding at every load (2 ms of
  * silero-vad's export stage); model_load_view skips it for readers that
- * never save what they load (export's check, verify's reference, run). */
+ * never save what they load (export's check, verify's reference, run), and
+ * model_load_rewrite for a model saved only changed (quantize) unless it
+ * has external data, whose files a save may keep as they are. */
 #include "onnx/model.h"
 
 #include <errno.h>
@@ -216,10 +218,14 @@ static int unchanged(const Model *m)
 	return XXH128_isEqual(h, m->orig->canon);
 }
 
+/* how much of the file a load keeps track of (model_load, model_load_view,
+ * model_load_rewrite) */
+enum { LOAD_FULL, LOAD_VIEW, LOAD_VIEW_INLINE };
+
 /* Unpack and check; map (when not NULL) is data's mapping, which the model
  * keeps when it needs the original bytes, else it is unmapped. A view
- * (model_load_view) keeps nothing of the file: no canonical encoding to
- * compare or hash. */
+ * keeps nothing of the file: no canonical encoding to compare or hash
+ * (LOAD_VIEW_INLINE: unless the model has external data). */
 static int parse(const void *data, size_t len, void *map, int view, const char *dir, Model **out)
 {
 	if (len == 0)
@@ -243,7 +249,7 @@ static int parse(const void *data, size_t len, void *map, int view, const char *
 			munmap(map, len);
 		return error("%s (truncated, or not a ModelProto)", why);
 	}
-	if (view) {
+	if (view == LOAD_VIEW || (view == LOAD_VIEW_INLINE && !has_external(p))) {
 		if (map)
 			munmap(map, len);
 		*out = model_wrap(p, dir);
@@ -285,7 +291,7 @@ static int parse(const void *data, size_t len, void *map, int view, const char *
 
 int model_parse(const void *data, size_t len, const char *dir, Model **out)
 {
-	return parse(data, len, NULL, 0, dir, out);
+	return parse(data, len, NULL, LOAD_FULL, dir, out);
 }
 
 static int load(const char *path, int view, Model **out)
@@ -326,12 +332,17 @@ static int load(const char *path, int view, Model **out)
 
 int model_load(const char *path, Model **out)
 {
-	return load(path, 0, out);
+	return load(path, LOAD_FULL, out);
 }
 
 int model_load_view(const char *path, Model **out)
 {
-	return load(path, 1, out);
+	return load(path, LOAD_VIEW, out);
+}
+
+int model_load_rewrite(const char *path, Model **out)
+{
+	return load(path, LOAD_VIEW_INLINE, out);
 }
 
 Model *model_wrap(Onnx__ModelProto *proto, const char *dir)

@@ -66,6 +66,11 @@ int model_load(const char *path, Model **out);
  * a save of it writes protobuf-c's encoding, not the file's bytes, and
  * copies its external data. */
 int model_load_view(const char *path, Model **out);
+/* Load PATH for a save that never writes its bytes back unchanged (the
+ * model is changed first, or saved only when it has external data): as
+ * model_load_view, but as model_load when it has external data, whose
+ * files a save may keep as they are. */
+int model_load_rewrite(const char *path, Model **out);
 /* Parse an in-memory serialized model; dir resolves external data. */
 int model_parse(const void *data, size_t len, const char *dir, Model **out);
 /* Wrap a proto built in memory (takes ownership). */

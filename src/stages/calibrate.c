@@ -67,13 +67,8 @@ static int run(StageCtx *c)
 		specs.v[i] = full;
 	}
 	Model *m;
-	/* read only, unless it has external data to carry along (a save then
-	 * keeps the data files as they are: model_load's check needed) */
-	int r = model_load_view(c->input, &m);
-	if (r == 0 && model_external_bytes(m)) {
-		model_free(m);
-		r = model_load(c->input, &m);
-	}
+	/* saved only when it has external data to carry along */
+	int r = model_load_rewrite(c->input, &m);
 	CalibStats *s = NULL;
 	if (r == 0) {
 		/* the model itself passes unchanged (same bytes, one cache object):

@@ -253,14 +253,8 @@ static int run(StageCtx *c)
 	long long before = 0, after = 0;
 	int r = quant_opts_read(c->sec, c->model, &o);
 	o.save_next = 1;
-	/* quantizing changes the model, so its save never writes the input's
-	 * bytes back: no need for model_load's check of them, unless external
-	 * data may be kept as it is (see calibrate.c) */
-	if (r == 0 && (r = model_load_view(c->input, &m)) == 0 && model_external_bytes(m)) {
-		model_free(m);
-		r = model_load(c->input, &m);
-	}
-	if (r == 0)
+	/* quantizing changes the model: its save never writes the input's bytes */
+	if (r == 0 && (r = model_load_rewrite(c->input, &m)) == 0)
 		before = model_disk_size(m, c->input);
 	if (r == 0 && o.mode == QMODE_STATIC) {
 		char *dir = path_dir(c->input), *p = path_join(dir, "calibration.stats");

@@ -33,13 +33,28 @@
 #include "util.h"
 
 enum { A_PENDING, A_RUNNING, A_DONE, A_FAILED, A_SKIPPED };
-enum { EXIT_CORRUPT_INPUT = 3, EXIT_CORRUPT_REF = 4 };
+
+/* An action's inputs besides its model: other actions of the same model
+ * whose outputs the stage receives, each fetched into a directory of its
+ * own and hashed into the key as lines of its own. */
+enum { AUX_REF, AUX_SIDE, NAUX };
+static const struct {
+	const char *key, *dir;
+} aux_kind[NAUX] = {
+	/* verify: the float model quantize started from (Stage.reference_of) */
+	{"reference", "ref"},
+	/* quantize, verify: calibrate's statistics (Stage.side_of) */
+	{"side", "side"},
+};
+/* a child's exit when an input object is corrupt or gone: the input's, or
+ * EXIT_CORRUPT_AUX + the AUX_* kind */
+enum { EXIT_CORRUPT_INPUT = 3, EXIT_CORRUPT_AUX = 4 };
 
 typedef struct Action {
 	Section *model;
 	const Stage *stage;
 	struct Action *in;     /* upstream action giving the input model */
-	struct Action *ref;    /* action giving the reference model, or NULL */
+	struct Action *aux[NAUX]; /* actions giving its other inputs, or NULL */
 	int last;              /* final action of its model */
 	int needed;            /* required by the targets */
 	int target;            /* materialized into the build directory */
@@ -197,21 +212,38 @@ static int expand_model(Build *b, Section *m, PtrVec *stack)
 	}
 	if (prev)
 		prev->last = 1;
-	for (size_t i = b->nacts - nstages; i < b->nacts; i++) {
+	size_t first = b->nacts - nstages;
+	/* An off-chain stage (calibrate) makes what later stages take beside
+	 * their model: the stage after it takes its model from the stage
+	 * before it. It takes its own from before an annotating stage right
+	 * before it (infer-shapes only adds the types and shapes it does not
+	 * read), so that the two run at the same time. */
+	for (size_t i = first; i + 1 < b->nacts; i++) {
 		Action *a = b->acts[i];
+		if (!a->stage->off_chain)
+			continue;
+		b->acts[i + 1]->in = a->in;
+		if (a->in && a->in->model == m && a->in->stage->annotates && a->in->in)
+			a->in = a->in->in;
+	}
+	for (size_t i = first; i < b->nacts; i++) {
+		Action *a = b->acts[i];
+		for (size_t j = first; a->stage->side_of && j < b->nacts; j++)
+			if (!strcmp(b->acts[j]->stage->name, a->stage->side_of))
+				a->aux[AUX_SIDE] = b->acts[j];
 		if (!a->stage->reference_of)
 			continue;
-		for (size_t j = b->nacts - nstages; j < b->nacts; j++)
+		for (size_t j = first; j < b->nacts; j++)
 			if (!strcmp(b->acts[j]->stage->name, a->stage->reference_of))
-				a->ref = b->acts[j]->in;
-		if (!a->ref) {
+				a->aux[AUX_REF] = b->acts[j]->in;
+		if (!a->aux[AUX_REF]) {
 			error("%s:%d: model '%s': stage %s needs a %s stage to compare against", m->file, m->line,
 			      m->name, a->stage->name, a->stage->reference_of);
 			return -1;
 		}
 	}
 	/* index + 1 of the model's first action (b->acts moves as it grows) */
-	m->user = (void *)(uintptr_t)(b->nacts - nstages + 1);
+	m->user = (void *)(uintptr_t)(first + 1);
 	return 0;
 }
 
@@ -229,8 +261,8 @@ static void need(Action *a)
 {
 	for (; a && !a->needed; a = a->in) {
 		a->needed = 1;
-		if (a->ref)
-			need(a->ref);
+		for (int k = 0; k < NAUX; k++)
+			need(a->aux[k]);
 	}
 }
 
@@ -516,12 +548,13 @@ static int make_key(Build *b, Action *a)
 			sb_puts(&sb, a->in->rec.outs[i].name);
 			sb_putc(&sb, '\n');
 		}
-	if (a->ref)
-		for (size_t i = 0; i < a->ref->rec.nouts; i++) {
-			sb_puts(&sb, "reference ");
-			sb_puts(&sb, hash_hex(a->ref->rec.outs[i].h, hex));
+	for (int k = 0; k < NAUX; k++)
+		for (size_t i = 0; a->aux[k] && i < a->aux[k]->rec.nouts; i++) {
+			sb_puts(&sb, aux_kind[k].key);
 			sb_putc(&sb, ' ');
-			sb_puts(&sb, a->ref->rec.outs[i].name);
+			sb_puts(&sb, hash_hex(a->aux[k]->rec.outs[i].h, hex));
+			sb_putc(&sb, ' ');
+			sb_puts(&sb, a->aux[k]->rec.outs[i].name);
 			sb_putc(&sb, '\n');
 		}
 	if (a->stage->declared_inputs) {
@@ -763,9 +796,11 @@ static int fresh_dir(const char *dir)
  * (outputs the store held already, its inputs' links, a failed stage's
  * files) goes now, not when the next action there starts: an idle work
  * directory holds nothing. */
-static _Noreturn void child_exit(char *const used[3], int code)
+enum { NUSED = 2 + NAUX }; /* a work directory's in/, out/ and aux kinds' */
+
+static _Noreturn void child_exit(char *const used[NUSED], int code)
 {
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < NUSED; i++)
 		if (used[i] && fresh_dir(used[i]) < 0)
 			fprintf(stderr, "%s: %s\n", argv0, errmsg());
 	_exit(code);
@@ -785,20 +820,28 @@ static _Noreturn void child_main(Build *b, Action *a)
 		_exit(0);
 	}
 	const char *tmp = b->slots[a->slot];
-	char *indir = path_join(tmp, "in"), *outdir = path_join(tmp, "out"), *refdir = path_join(tmp, "ref");
-	if (fresh_dir(indir) < 0 || fresh_dir(outdir) < 0 || (a->ref ? fresh_dir(refdir) : rmtree(refdir)) < 0)
+	char *indir = path_join(tmp, "in"), *outdir = path_join(tmp, "out");
+	char *used[NUSED] = {indir, outdir};
+	if (fresh_dir(indir) < 0 || fresh_dir(outdir) < 0)
 		fatalx(1, "%s: %s", lab, errmsg());
-	char *used[] = {indir, outdir, a->ref ? refdir : NULL};
-	char *input = NULL, *reference = NULL;
-	int fr = a->in ? fetch_outputs(b, a->in, indir, &input) : 0;
-	if (fr == 0 && a->ref) {
-		fr = fetch_outputs(b, a->ref, refdir, &reference);
-		if (fr == -2)
-			fr = -3;
+	for (int k = 0; k < NAUX; k++) {
+		char *dir = path_join(tmp, aux_kind[k].dir);
+		if (a->aux[k] ? fresh_dir(dir) : rmtree(dir))
+			fatalx(1, "%s: %s", lab, errmsg());
+		used[2 + k] = a->aux[k] ? dir : NULL;
+		if (!a->aux[k])
+			free(dir);
 	}
+	char *input = NULL, *auxmain[NAUX] = {NULL};
+	int fr = a->in ? fetch_outputs(b, a->in, indir, &input) : 0, code = EXIT_CORRUPT_INPUT;
+	for (int k = 0; fr == 0 && k < NAUX; k++)
+		if (a->aux[k]) {
+			fr = fetch_outputs(b, a->aux[k], used[2 + k], &auxmain[k]);
+			code = EXIT_CORRUPT_AUX + k;
+		}
 	if (fr < 0) {
 		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
-		child_exit(used, fr == -2 ? EXIT_CORRUPT_INPUT : fr == -3 ? EXIT_CORRUPT_REF : 1);
+		child_exit(used, fr == -2 ? code : 1);
 	}
 	PtrVec deps = {0};
 	char *output = xasprintf("%s/%s.onnx", outdir, a->model->name);
@@ -807,7 +850,8 @@ static _Noreturn void child_main(Build *b, Action *a)
 		.root = b->p->root,
 		.sec = a->model,
 		.input = input,
-		.reference = reference,
+		.reference = auxmain[AUX_REF],
+		.side = used[2 + AUX_SIDE],
 		.outdir = outdir,
 		.output = output,
 		.deps = &deps,
@@ -944,11 +988,33 @@ static int start(Build *b, Action *a)
 
 /* ---- scheduling ---- */
 
+/* does d take a's outputs (as its model or another input)? */
+static int takes_from(const Action *d, const Action *a)
+{
+	if (d->in == a)
+		return 1;
+	for (int k = 0; k < NAUX; k++)
+		if (d->aux[k] == a)
+			return 1;
+	return 0;
+}
+
+/* are all of a's inputs built? */
+static int inputs_done(const Action *a)
+{
+	if (a->in && a->in->state != A_DONE)
+		return 0;
+	for (int k = 0; k < NAUX; k++)
+		if (a->aux[k] && a->aux[k]->state != A_DONE)
+			return 0;
+	return 1;
+}
+
 static void skip_downstream(Build *b, Action *a)
 {
 	for (size_t i = 0; i < b->nacts; i++) {
 		Action *d = b->acts[i];
-		if (d->in == a && d->state == A_PENDING) {
+		if (takes_from(d, a) && d->state == A_PENDING) {
 			d->state = A_SKIPPED;
 			skip_downstream(b, d);
 		}
@@ -1026,6 +1092,17 @@ static int resolve(Build *b, Action *a)
 	return 1;
 }
 
+/* the input of a whose object was corrupt or gone, by its child's exit
+ * code, or NULL */
+static Action *corrupt_input(const Action *a, int code)
+{
+	if (code == EXIT_CORRUPT_INPUT)
+		return a->in;
+	if (code >= EXIT_CORRUPT_AUX && code < EXIT_CORRUPT_AUX + NAUX)
+		return a->aux[code - EXIT_CORRUPT_AUX];
+	return NULL;
+}
+
 static void finish(Build *b, Action *a, int status)
 {
 	char *lab = label(a);
@@ -1054,11 +1131,9 @@ static void finish(Build *b, Action *a, int status)
 		printf("[%zu/%zu] %s %s (%.2fs)\n", b->done, b->total, a->stage->name, a->model->name, dt);
 		if (a->log.len)
 			fputs(a->log.buf, stdout);
-	} else if (WIFEXITED(status) && a->tries < 2 &&
-		   ((WEXITSTATUS(status) == EXIT_CORRUPT_INPUT && a->in) ||
-		    (WEXITSTATUS(status) == EXIT_CORRUPT_REF && a->ref))) {
+	} else if (WIFEXITED(status) && a->tries < 2 && corrupt_input(a, WEXITSTATUS(status))) {
 		/* an input object was corrupt or gone: rebuild the action that made it */
-		Action *up = WEXITSTATUS(status) == EXIT_CORRUPT_INPUT ? a->in : a->ref;
+		Action *up = corrupt_input(a, WEXITSTATUS(status));
 		fputs(a->log.buf ? a->log.buf : "", stderr);
 		fprintf(stderr, "%s: rebuilding %s:%s\n", argv0, up->model->name, up->stage->name);
 		invalidate(b, up);
@@ -1198,6 +1273,20 @@ static void js_give_all(void)
 		js_give();
 }
 
+/* -n: the actions taking a's outputs, directly or not, would run too */
+static void would_run_downstream(Build *b, const Action *a)
+{
+	for (size_t j = 0; j < b->nacts; j++) {
+		Action *d = b->acts[j];
+		if (takes_from(d, a) && d->needed && d->state == A_PENDING) {
+			d->state = A_SKIPPED;
+			printf("would run %s %s: its input from %s changes\n", d->stage->name, d->model->name,
+			       a->stage->name);
+			would_run_downstream(b, d);
+		}
+	}
+}
+
 static int run_loop(Build *b)
 {
 	size_t running = 0;
@@ -1208,7 +1297,7 @@ static int run_loop(Build *b)
 			Action *a = b->acts[i];
 			if (!a->needed || a->state != A_PENDING)
 				continue;
-			if ((a->in && a->in->state != A_DONE) || (a->ref && a->ref->state != A_DONE))
+			if (!inputs_done(a))
 				continue;
 			if (b->failed && !b->o->keep_going)
 				continue;
@@ -1227,28 +1316,7 @@ static int run_loop(Build *b)
 				a->have_rec = 0;
 				b->done++;
 				/* downstream keys depend on outputs we do not have */
-				for (size_t j = 0; j < b->nacts; j++) {
-					Action *d = b->acts[j];
-					if (d->in == a && d->needed && d->state == A_PENDING) {
-						d->state = A_SKIPPED;
-						printf("would run %s %s: its input from %s changes\n", d->stage->name,
-						       d->model->name, a->stage->name);
-						Action *x = d;
-						for (;;) {
-							Action *next = NULL;
-							for (size_t k = 0; k < b->nacts; k++)
-								if (b->acts[k]->in == x && b->acts[k]->needed &&
-								    b->acts[k]->state == A_PENDING)
-									next = b->acts[k];
-							if (!next)
-								break;
-							next->state = A_SKIPPED;
-							printf("would run %s %s: its input from %s changes\n",
-							       next->stage->name, next->model->name, x->stage->name);
-							x = next;
-						}
-					}
-				}
+				would_run_downstream(b, a);
 				progress = 1;
 				continue;
 			}
@@ -1471,9 +1539,10 @@ int build_graph(Project *p, const BuildOpts *o, int ntargets, char **targets)
 		if (a->in)
 			printf("\t\"%s:%s\" -> \"%s:%s\";\n", a->in->model->name, a->in->stage->name,
 			       a->model->name, a->stage->name);
-		if (a->ref)
-			printf("\t\"%s:%s\" -> \"%s:%s\" [style=dashed];\n", a->ref->model->name,
-			       a->ref->stage->name, a->model->name, a->stage->name);
+		for (int k = 0; k < NAUX; k++)
+			if (a->aux[k])
+				printf("\t\"%s:%s\" -> \"%s:%s\" [style=dashed];\n", a->aux[k]->model->name,
+				       a->aux[k]->stage->name, a->model->name, a->stage->name);
 	}
 	printf("}\n");
 	teardown(&b);

@@ -98,6 +98,20 @@ static int run(StageCtx *c)
 	return r;
 }
 
+int calibrate_stats_load(const StageCtx *c, const char *stage_name, CalibStats **out)
+{
+	*out = NULL;
+	if (!c->side)
+		return error("model '%s': %s needs the calibrate stage's statistics, and the model has no calibrate stage",
+			     c->model, stage_name);
+	char *p = path_join(c->side, "calibration.stats");
+	int r = calib_load(p, out);
+	if (r < 0)
+		error_prefix("%s needs the calibrate stage's statistics", stage_name);
+	free(p);
+	return r;
+}
+
 const Stage stage_calibrate = {
 	.name = "calibrate",
 	.version = 8, /* 4: statistics of subgraph tensors; 5: no histograms for minmax; 6: inside functions;
@@ -109,4 +123,5 @@ const Stage stage_calibrate = {
 	.declared_inputs = declared_inputs,
 	.run = run,
 	.key_extra = key_extra,
+	.off_chain = 1,
 };

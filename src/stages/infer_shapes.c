@@ -60,4 +60,5 @@ const Stage stage_infer_shapes = {
 	.wanted = wanted,
 	.declared_inputs = NULL,
 	.run = run,
+	.annotates = 1,
 };

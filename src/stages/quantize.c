@@ -257,12 +257,7 @@ static int run(StageCtx *c)
 	if (r == 0 && (r = model_load_rewrite(c->input, &m)) == 0)
 		before = model_disk_size(m, c->input);
 	if (r == 0 && o.mode == QMODE_STATIC) {
-		char *dir = path_dir(c->input), *p = path_join(dir, "calibration.stats");
-		r = calib_load(p, &stats);
-		if (r < 0)
-			error_prefix("static quantization needs the calibrate stage's statistics");
-		free(dir);
-		free(p);
+		r = calibrate_stats_load(c, "static quantization", &stats);
 	}
 	if (r == 0)
 		r = quant_model(m, stats, &o, &rep);
@@ -299,4 +294,5 @@ const Stage stage_quantize = {
 	.wanted = wanted,
 	.declared_inputs = NULL,
 	.run = run,
+	.side_of = "calibrate",
 };

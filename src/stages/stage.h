@@ -31,6 +31,9 @@ typedef struct StageCtx {
 	const struct Section *sec;/* the model's (inherited) section */
 	const char *input;        /* input model file, or NULL (export) */
 	const char *reference;    /* float reference model (verify), or NULL */
+	const char *side;         /* directory holding the outputs of the
+				     stage's side_of stage (quantize, verify:
+				     calibrate's calibration.stats), or NULL */
 	const char *outdir;       /* write every output file here */
 	const char *output;       /* outdir/<model>.onnx: the main output */
 	PtrVec *deps;             /* discovered input files (project-relative
@@ -53,6 +56,19 @@ typedef struct Stage {
 	 * this other stage of the same model (verify compares the quantized
 	 * model against the float model that quantize started from) */
 	const char *reference_of;
+	/* when set, the stage also receives the outputs of this other stage
+	 * of the same model, if the model runs it, in StageCtx.side (quantize
+	 * and verify: calibrate's statistics) */
+	const char *side_of;
+	/* the stage's outputs reach later stages only through their side_of:
+	 * the stage after it takes its model from the stage before it
+	 * (calibrate: quantize quantizes the model calibrate started from) */
+	int off_chain;
+	/* the stage only adds annotations to its model (infer-shapes: the
+	 * type and shape of every tensor): an off_chain stage right after it,
+	 * which does not read them, takes its model from before it, and the
+	 * two run at the same time */
+	int annotates;
 	/* extra validation of one of the stage's keys when the rule file is
 	 * read (the kind checks are done already): 0, or -1 with error()
 	 * saying what was expected. May be NULL. */
@@ -84,6 +100,11 @@ int stage_expand_samples(const struct Section *sec, const char *key, const char 
 			 const char *empty_hint, PtrVec *files);
 
 /* the individual stages */
+/* the statistics of the model's calibrate stage (StageCtx.side) into *out;
+ * -1 after error() saying that stage_name needs them */
+struct CalibStats;
+int calibrate_stats_load(const StageCtx *c, const char *stage_name, struct CalibStats **out);
+
 extern const Stage stage_export;
 extern const Stage stage_infer_shapes;
 extern const Stage stage_preprocess;

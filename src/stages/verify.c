@@ -213,13 +213,7 @@ static int requant_open(StageCtx *c, Requant *rq)
 		return error("model '%s': verify.auto-exclude needs quantize = static or dynamic, not fp16", c->model);
 	if (rq->o.mode != QMODE_STATIC)
 		return 0;
-	char *dir = path_dir(c->reference), *p = path_join(dir, "calibration.stats");
-	int r = calib_load(p, &rq->stats);
-	if (r < 0)
-		error_prefix("verify.auto-exclude re-quantizes with the calibrate stage's statistics");
-	free(dir);
-	free(p);
-	return r;
+	return calibrate_stats_load(c, "verify.auto-exclude (it re-quantizes)", &rq->stats);
 }
 
 static void requant_close(Requant *rq)
@@ -700,5 +694,6 @@ const Stage stage_verify = {
 	.declared_inputs = declared_inputs,
 	.run = run,
 	.reference_of = "quantize",
+	.side_of = "calibrate",
 	.check_param = check_param,
 };

@@ -40,11 +40,13 @@ enum { A_PENDING, A_RUNNING, A_DONE, A_FAILED, A_SKIPPED };
 enum { AUX_REF, AUX_SIDE, NAUX };
 static const struct {
 	const char *key, *dir;
+	int files_only; /* its outputs but the model (fetching a model verifies
+			   every byte of it) */
 } aux_kind[NAUX] = {
 	/* verify: the float model quantize started from (Stage.reference_of) */
-	{"reference", "ref"},
+	{"reference", "ref", 0},
 	/* quantize, verify: calibrate's statistics (Stage.side_of) */
-	{"side", "side"},
+	{"side", "side", 1},
 };
 /* a child's exit when an input object is corrupt or gone: the input's, or
  * EXIT_CORRUPT_AUX + the AUX_* kind */
@@ -693,11 +695,12 @@ static int list_outputs(const char *dir, const char *rel, PtrVec *names)
 	return r;
 }
 
-/* Fetch the outputs of action src into dir (verifying their hashes); *first
- * gets the path of its main output. -2 when an object is corrupt or missing. */
-static int fetch_outputs(Build *b, const Action *src, const char *dir, char **first)
+/* Fetch the outputs of action src into dir (verifying their hashes), from
+ * the one numbered from on (1: all but its main output); *first gets the path
+ * of its main output. -2 when an object is corrupt or missing. */
+static int fetch_outputs(Build *b, const Action *src, size_t from, const char *dir, char **first)
 {
-	for (size_t i = 0; i < src->rec.nouts; i++) {
+	for (size_t i = from; i < src->rec.nouts; i++) {
 		const ActionOut *o = &src->rec.outs[i];
 		char *dst = path_join(dir, o->name), *dd = path_dir(dst);
 		int r = mkdirs(dd);
@@ -833,10 +836,11 @@ static _Noreturn void child_main(Build *b, Action *a)
 			free(dir);
 	}
 	char *input = NULL, *auxmain[NAUX] = {NULL};
-	int fr = a->in ? fetch_outputs(b, a->in, indir, &input) : 0, code = EXIT_CORRUPT_INPUT;
+	int fr = a->in ? fetch_outputs(b, a->in, 0, indir, &input) : 0, code = EXIT_CORRUPT_INPUT;
 	for (int k = 0; fr == 0 && k < NAUX; k++)
 		if (a->aux[k]) {
-			fr = fetch_outputs(b, a->aux[k], used[2 + k], &auxmain[k]);
+			fr = fetch_outputs(b, a->aux[k], (size_t)aux_kind[k].files_only, used[2 + k],
+					   &auxmain[k]);
 			code = EXIT_CORRUPT_AUX + k;
 		}
 	if (fr < 0) {

@@ -31,9 +31,10 @@ typedef struct StageCtx {
 	const struct Section *sec;/* the model's (inherited) section */
 	const char *input;        /* input model file, or NULL (export) */
 	const char *reference;    /* float reference model (verify), or NULL */
-	const char *side;         /* directory holding the outputs of the
-				     stage's side_of stage (quantize, verify:
-				     calibrate's calibration.stats), or NULL */
+	const char *side;         /* directory holding the outputs but the
+				     model of the stage's side_of stage
+				     (quantize, verify: calibrate's
+				     calibration.stats), or NULL */
 	const char *outdir;       /* write every output file here */
 	const char *output;       /* outdir/<model>.onnx: the main output */
 	PtrVec *deps;             /* discovered input files (project-relative

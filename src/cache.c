@@ -220,20 +220,33 @@ static const Linked *linked_find(const Cache *c, const struct stat *st)
 
 int cache_put_move(Cache *c, const char *path, Hash *h, int64_t *size)
 {
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error("cannot open '%s':", path);
 	struct stat st;
-	if (stat(path, &st) < 0)
+	if (fstat(fd, &st) < 0) {
+		close(fd);
 		return error("cannot stat '%s':", path);
+	}
 	/* a stage that kept its input's file (a hard link to the object,
-	 * see ext_allow_links) stores nothing new: its hash is known */
+	 * see ext_allow_links) stores nothing new: its hash is known; so
+	 * is that of a file the stage hashed as it wrote it (a saved
+	 * model: hash_note_fd), which is not read again */
 	const Linked *k = linked_find(c, &st);
-	if (k)
+	int r = 0;
+	if (k) {
 		*h = k->h;
-	else if (hash_file(path, h) < 0)
+	} else if (!hash_noted(fd, &st, h)) {
+		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		r = hash_fd(fd, path, h);
+	}
+	close(fd);
+	if (r < 0)
 		return -1;
 	*size = st.st_size;
 	char *dst = cache_object_path(c, *h);
 	char *dir = path_dir(dst);
-	int r = mkdirs(dir);
+	r = mkdirs(dir);
 	free(dir);
 	if (r == 0 && access(dst, F_OK) != 0) {
 		if (chmod(path, 0444) < 0 || rename(path, dst) < 0)

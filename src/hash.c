@@ -3,8 +3,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -108,6 +112,77 @@ int hash_file(const char *path, Hash *out)
 	int r = hash_fd(fd, path, out);
 	close(fd);
 	return r;
+}
+
+/* Files this process wrote, with the hash of their bytes (hash_note_fd).
+ * The generation tells a file from a later one that reused its inode
+ * number; the modification time, a file changed since (it is taken
+ * after the last write: fchmod and rename change only the ctime). A
+ * stage saves a few files, so a short list will do; the oldest notes
+ * make room. */
+typedef struct Note {
+	dev_t dev;
+	ino_t ino;
+	long gen;
+	off_t size;
+	struct timespec mtime;
+	Hash h;
+} Note;
+enum { NNOTES = 16 };
+static Note notes[NNOTES];
+static size_t nnotes, nextnote;
+static pthread_mutex_t notes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* the file's identity, or -1 where the file system gives no generation */
+static int note_of(int fd, const struct stat *st, Note *n)
+{
+	long gen = 0;
+	if (!S_ISREG(st->st_mode) || ioctl(fd, FS_IOC_GETVERSION, &gen) < 0)
+		return -1;
+	*n = (Note){.dev = st->st_dev, .ino = st->st_ino, .gen = gen, .size = st->st_size, .mtime = st->st_mtim};
+	return 0;
+}
+
+static int note_same(const Note *a, const Note *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->gen == b->gen && a->size == b->size &&
+	       a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+void hash_note_fd(int fd, Hash h)
+{
+	struct stat st;
+	Note n;
+	if (fstat(fd, &st) < 0 || note_of(fd, &st, &n) < 0)
+		return;
+	n.h = h;
+	pthread_mutex_lock(&notes_lock);
+	notes[nextnote] = n;
+	nextnote = (nextnote + 1) % NNOTES;
+	if (nnotes < NNOTES)
+		nnotes++;
+	pthread_mutex_unlock(&notes_lock);
+}
+
+int hash_noted(int fd, const struct stat *st, Hash *h)
+{
+	int found = 0;
+	pthread_mutex_lock(&notes_lock);
+	for (size_t i = 0; i < nnotes && !found; i++)
+		found = notes[i].dev == st->st_dev && notes[i].ino == st->st_ino;
+	pthread_mutex_unlock(&notes_lock);
+	Note n;
+	if (!found || note_of(fd, st, &n) < 0)
+		return 0;
+	found = 0;
+	pthread_mutex_lock(&notes_lock);
+	for (size_t i = 0; i < nnotes && !found; i++)
+		if (note_same(&notes[i], &n)) {
+			*h = notes[i].h;
+			found = 1;
+		}
+	pthread_mutex_unlock(&notes_lock);
+	return found;
 }
 
 char *hash_hex(Hash h, char buf[HASH_HEX_LEN])

@@ -9,6 +9,7 @@
 #include "build.h"
 #include "cache.h"
 #include "hash.h"
+#include "heap.h"
 #include "commands.h"
 #include "rules/rules.h"
 #include "util.h"
@@ -188,6 +189,7 @@ static int parse_jobs(const char *s)
 int main(int argc, char **argv)
 {
 	int i;
+	heap_init();
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -232,8 +234,10 @@ int main(int argc, char **argv)
 	}
 	if (i < argc)
 		for (size_t c = 0; c < ARRAY_LEN(commands); c++)
-			if (!strcmp(argv[i], commands[c].name))
+			if (!strcmp(argv[i], commands[c].name)) {
+				heap_huge_top(); /* the work is done in this process */
 				return commands[c].fn(argc - i, argv + i);
+			}
 	Project *p = load_project();
 	BuildOpts o;
 	dirs(p, &o);

@@ -207,17 +207,23 @@ void sb_json_str(StrBuf *sb, const char *s)
 {
 	sb_putc(sb, '"');
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		/* a run of characters that need no escape goes in one piece
+		 * (quant.json names every node of the model) */
+		size_t n = 0;
+		while (p[n] >= 0x20 && p[n] != '"' && p[n] != '\\')
+			n++;
+		if (n) {
+			sb_add(sb, p, n);
+			p += n - 1;
+			continue;
+		}
 		switch (*p) {
 		case '"': sb_puts(sb, "\\\""); break;
 		case '\\': sb_puts(sb, "\\\\"); break;
 		case '\n': sb_puts(sb, "\\n"); break;
 		case '\t': sb_puts(sb, "\\t"); break;
 		case '\r': sb_puts(sb, "\\r"); break;
-		default:
-			if (*p < 0x20)
-				sb_printf(sb, "\\u%04x", *p);
-			else
-				sb_putc(sb, (char)*p);
+		default: sb_printf(sb, "\\u%04x", *p); break; /* the other controls */
 		}
 	}
 	sb_putc(sb, '"');

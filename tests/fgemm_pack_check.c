@@ -16,32 +16,9 @@
 #include <string.h>
 
 #include "ops/fgemm.h"
+#include "util.h"
 
-/* what fgemm.c takes from the rest of quantmake */
-void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-	if (!p)
-		abort();
-	return p;
-}
-
-void *xcalloc(size_t n, size_t sz)
-{
-	void *p = calloc(n ? n : 1, sz ? sz : 1);
-	if (!p)
-		abort();
-	return p;
-}
-
-void *xreallocarray(void *p, size_t n, size_t sz)
-{
-	void *q = realloc(p, n && sz ? n * sz : 1);
-	if (!q)
-		abort();
-	return q;
-}
-
+/* what fgemm.c takes from the rest of quantmake: tests/lib/fgemm_stubs.c, and */
 int cpu_avx512f(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -52,17 +29,6 @@ int cpu_avx512f(void)
 #endif
 }
 
-void nn_parallel(int threads, int64_t n, void (*fn)(void *arg, int64_t lo, int64_t hi), void *arg)
-{
-	(void)threads;
-	fn(arg, 0, n);
-}
-
-void *op_scratch(int slot, size_t bytes)
-{
-	(void)slot, (void)bytes;
-	return NULL;
-}
 
 /* the layout fgemm.c packs b [k, n] into (row stride ldb): per block of
  * 512 columns, per block of 256 rows, panels of FGEMM_NR columns,

@@ -303,6 +303,79 @@ else
 	fail "workers: the first bad sample is named, nothing is written" "exit $st: $(grep -i error "$TMPD/ew1/log" | head -2)"
 fi
 
+# ---- units run ahead of the probe ----
+# With more samples than a batch, the other threads plan their
+# interpreters and run the units after the probe's batch while the probe
+# still runs, as if it will find a batch. QUANTMAKE_CALIB_AHEAD=wait holds
+# the probe's decision until they have run them all. Kept (ew on calib3:
+# a batch) or thrown away (red: no batch; mixed: a sample of another shape
+# in the probe's batch), the statistics are the bytes of -j1.
+for spec in "ew calib3" "red rows" "ew mixed"; do
+	set -- $spec
+	for j in 2 3; do
+		rm -rf "$TMPD/$1/cache" "$TMPD/$1/build"
+		if QUANTMAKE_CALIB_AHEAD=wait JOBS=$j calib "$1" "$2" &&
+			grep -q "calibrate: [1-9][0-9]* units ran ahead of the probe" "$TMPD/$1/log" &&
+			cmp -s "$(stats "$1")" "$TMPD/$1.$2.j1"; then
+			pass "ahead: $1 on $2 with -j$j, units run ahead, gives the bytes of -j1"
+		else
+			fail "ahead: $1 on $2 with -j$j, units run ahead, gives the bytes of -j1" \
+				"$(grep "calibrate:" "$TMPD/$1/log" | tr '\n' ' ')"
+		fi
+	done
+done
+# a bad sample in the probe's batch and one in a unit run ahead: the
+# probe's is named (the unit's failure goes with the units)
+mkdir "$TMPD/bad2"
+cp "$TMPD"/calib3/a-s0*.npy "$TMPD/bad2/"
+"$PY" -c "import numpy as np; [np.save('$TMPD/bad2/a-s%03d.npy' % i, np.zeros((1, 3, 16, 16), np.float64)) for i in (30, 70)]"
+rm -rf "$TMPD/ew/cache" "$TMPD/ew/build"
+QUANTMAKE_CALIB_AHEAD=wait JOBS=2 calib ew bad2
+st=$?
+if [ $st = 1 ] && grep -q "calibration sample 31: input 'x' is double" "$TMPD/ew/log" &&
+	grep -q "calibrate: [1-9][0-9]* units ran ahead of the probe" "$TMPD/ew/log" && ! grep -q "sample 71" "$TMPD/ew/log"
+then
+	pass "ahead: a bad sample in the probe is named, not one in a unit run ahead"
+else
+	fail "ahead: a bad sample in the probe is named, not one in a unit run ahead" \
+		"exit $st: $(grep "calibrate:\|rror" "$TMPD/ew/log" | tr '\n' ' ')"
+fi
+# a model that runs only one sample at a time (a Reshape to [1,4]): the
+# units run ahead fail stacked; thrown away with their failure, the
+# samples run one at a time and count as on -j1
+R=$TMPD/resh
+mkdir -p "$R/rules"
+if "$PY" - "$R" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as T
+d = sys.argv[1]
+g = h.make_graph([h.make_node("Reshape", ["x", "shape"], ["rs"]),
+                  h.make_node("Relu", ["rs"], ["y"])], "resh",
+                 [h.make_tensor_value_info("x", T.FLOAT, ["N", 4])], [h.make_tensor_value_info("y", T.FLOAT, [1, 4])],
+                 [nh.from_array(np.array([1, 4], np.int64), "shape")])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.save(m, d + "/model.onnx")
+EOF
+then
+	for j in 1 2 3; do
+		rm -rf "$R/cache" "$R/build"
+		JOBS=$j QUANTMAKE_CALIB_AHEAD=wait calib resh rows
+		st=$?
+		[ $j = 1 ] && cp "$(stats resh)" "$TMPD/resh.j1"
+		if [ $st = 0 ] && grep -q "one sample at a time: stacked samples failed to run" "$R/log" &&
+			{ [ $j = 1 ] || grep -q "calibrate: [1-9][0-9]* units ran ahead of the probe" "$R/log"; } &&
+			cmp -s "$(stats resh)" "$TMPD/resh.j1"; then
+			pass "ahead: units that fail stacked are thrown away with their failure (-j$j)"
+		else
+			fail "ahead: units that fail stacked are thrown away with their failure (-j$j)" \
+				"exit $st: $(grep "calibrate:\|rror" "$R/log" | tr '\n' ' ')"
+		fi
+	done
+else
+	fail "ahead: make the Reshape model" "$PY failed"
+fi
+
 # ---- units: ranges of a batch's size, read outside the lock ----
 # After the probe a unit is the next range of sample numbers a batch long:
 # its samples that join the batch run stacked, the others alone. Samples of
@@ -376,11 +449,13 @@ for i in range(256):
 EOF
 then
 	printf '[model m]\nsource = model.onnx\nquantize = static\nquantize.calibration = data\n' > "$G/rules/m.rules"
-	for j in 1 2 3; do
+	for j in 1 2 3 3wait; do
 		rm -rf "$G/cache" "$G/build"
-		QUANTMAKE_CACHE=$G/cache "$Q" -C "$G" -j$j m:calibrate > "$G/log$j" 2>&1
+		# 3wait: the units run ahead of the probe (the failing one too)
+		QUANTMAKE_CALIB_AHEAD=${j#[0-9]} QUANTMAKE_CACHE=$G/cache "$Q" -C "$G" -j${j%wait} m:calibrate > "$G/log$j" 2>&1
 		st=$?
 		if [ $st = 1 ] && grep -q "batches of 64 samples" "$G/log$j" &&
+			{ [ $j != 3wait ] || grep -q "calibrate: [1-9][0-9]* units ran ahead of the probe" "$G/log$j"; } &&
 			grep -q "calibration samples 129-192 (63 stacked into one batch): .*index 99 is out of range" "$G/log$j"; then
 			pass "units: the samples of a range that join are stacked, one of another shape runs alone (-j$j)"
 		else
@@ -407,6 +482,84 @@ then
 	done
 else
 	fail "units: make the Gather model" "$PY failed"
+fi
+
+# ---- a Relu's minmax statistics from its input's scan ----
+# Without histograms a Relu's output is not read: its min and max are its
+# input's raised to 0, when every input value is finite (a Relu makes
+# -inf 0, keeps +inf and NaN). Relus of a graph input, of a Flatten (moved
+# values), of values at most 0 or all below, of a Relu, and inputs with
+# -inf, +inf, NaN and -0: the counts, min and max of the values, on -j1/2/3
+# (with histograms, their values are read: every one in a bin).
+L=$TMPD/relu
+mkdir -p "$L/rules" "$TMPD/reludata"
+if "$PY" - "$L" "$TMPD/reludata" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, TensorProto as T
+d = sys.argv[1]
+g = h.make_graph([h.make_node("Relu", ["x"], ["r1"]),
+                  h.make_node("Flatten", ["x"], ["f"], axis=1),
+                  h.make_node("Relu", ["f"], ["r2"]),
+                  h.make_node("Neg", ["r1"], ["n"]),
+                  h.make_node("Relu", ["n"], ["r3"]),
+                  h.make_node("Relu", ["r1"], ["r4"]),
+                  h.make_node("Add", ["r2", "r3"], ["a"]),
+                  h.make_node("Add", ["a", "r4"], ["y"]),
+                  h.make_node("Relu", ["z"], ["r5"])], "relu",
+                 [h.make_tensor_value_info("x", T.FLOAT, ["N", 8]), h.make_tensor_value_info("z", T.FLOAT, ["N", 4])],
+                 [h.make_tensor_value_info("y", T.FLOAT, ["N", 8]), h.make_tensor_value_info("r5", T.FLOAT, ["N", 4])])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.save(m, d + "/model.onnx")
+r = np.random.default_rng(17)
+for i in range(150):
+    x = r.standard_normal((1, 8)).astype(np.float32) + (3 if i % 3 == 0 else 0)
+    if i % 11 == 0:
+        x = -np.abs(x)
+    if i == 70:
+        x[0, 1] = -np.inf  # a finite 0 after the Relu
+    if i == 90:
+        x[0, 2], x[0, 3] = np.inf, np.nan
+    if i == 100:
+        x[0, 4] = -0.0
+    z = -1 - np.abs(r.standard_normal((1, 4))).astype(np.float32)  # all below 0
+    np.savez("%s/s%03d.npz" % (sys.argv[2], i), x=x, z=z)
+EOF
+then
+	for j in 1 2 3 entropy; do
+		rm -rf "$L/cache" "$L/build"
+		meth=minmax
+		[ $j = entropy ] && meth=entropy j=1
+		if JOBS=$j calib relu reludata $meth && "$PY" - "$(stats relu)" "$TMPD/reludata" > "$L/out" 2>&1 <<'EOF'
+import glob, sys
+import numpy as np
+from calibstats import read
+nb, ns, st = read(sys.argv[1])
+files = sorted(glob.glob(sys.argv[2] + "/*.npz"))
+x = np.concatenate([np.load(f)["x"] for f in files])
+z = np.concatenate([np.load(f)["z"] for f in files])
+with np.errstate(invalid="ignore"):
+    r1 = np.where(x < 0, np.float32(0), x)
+    n = -r1
+    r3 = np.where(n < 0, np.float32(0), n)
+assert ns == 150, ns
+r5 = np.zeros_like(z)
+for name, v in (("x", x), ("f", x), ("r1", r1), ("r2", r1), ("r4", r1), ("n", n), ("r3", r3), ("z", z), ("r5", r5)):
+    fin = v[np.isfinite(v)]
+    want = (fin.size, v.size - fin.size, fin.min() + np.float32(0), fin.max() + np.float32(0))
+    got = st[name]
+    assert (got.count, got.nonfinite, got.lo, got.hi) == want, (name, got[:4], want)
+    assert np.signbit(got.lo) == np.signbit(want[2]), (name, got.lo)
+    assert nb == 0 or got.hist.sum() == fin.size, (name, got.hist.sum(), fin.size)
+EOF
+		then
+			pass "relu: $meth statistics of Relus are those of their values (-j$j)"
+		else
+			fail "relu: $meth statistics of Relus are those of their values (-j$j)" "$(tail -1 "$L/out") $(tail -1 "$L/log")"
+		fi
+	done
+else
+	fail "relu: make the Relu model" "$PY failed"
 fi
 
 # ---- the statistics do not depend on -j (the stage's thread budget) ----

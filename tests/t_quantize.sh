@@ -699,3 +699,32 @@ for mo in ("c", "s"):
 EOF
 then pass "weights held by Constant nodes are quantized (dynamic and static)"
 else fail "weights held by Constant nodes are quantized (dynamic and static)" "$(grep quantmake: "$TMPD/clog" | head -2)"; fi
+
+# ---- quant.json keeps names that need escaping exactly ----
+J=$TMPD/jsonnames
+mkdir -p "$J/rules"
+"$PY" - "$J" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as T
+r = np.random.default_rng(6)
+w = nh.from_array((r.standard_normal((16, 8)) * 0.2).astype(np.float32), 'w "q" \\ é')
+odd = 'mm "quoted" back\\slash\ttab\nline\x01ctl\x7f é ü'
+m = h.make_model(h.make_graph([h.make_node("MatMul", ["x", w.name], ["y1"], name=odd),
+                               h.make_node("Relu", ["y1"], ["y"], name="plain relu")],
+    "j", [h.make_tensor_value_info("x", T.FLOAT, ["N", 16])], [h.make_tensor_value_info("y", T.FLOAT, ["N", 8])], [w]),
+    opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 7
+onnx.save(m, sys.argv[1] + "/j.onnx")
+EOF
+printf '[model j]\nsource = j.onnx\nquantize = dynamic\n' > "$J/rules/a.rules"
+if "$Q" -C "$J" > "$TMPD/jlog" 2>&1 && "$PY" - "$J/build/j/quant.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1], encoding="utf-8"))
+names = {n["name"]: n for n in j["nodes"]}
+odd = 'mm "quoted" back\\slash\ttab\nline\x01ctl\x7f é ü'
+assert odd in names and names[odd]["status"] == "quantized", list(names)
+assert "plain relu" in names, list(names)
+assert any(k.startswith('w "q" \\ é') for k in j["tensors"]), list(j["tensors"])
+EOF
+then pass "quant.json: node and tensor names with quotes, backslashes, controls and UTF-8 read back exactly"
+else fail "quant.json: node and tensor names with quotes, backslashes, controls and UTF-8 read back exactly" "$(tail -3 "$TMPD/jlog")"; fi

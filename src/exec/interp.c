@@ -38,6 +38,7 @@
  * Constant folding gives those operators' results, and Slice's or
  * Expand's when they are a contiguous range of the input's bytes, as views
  * of their constant input (op_output_view): nothing is copied (see Alias).
+ * A subgraph is folded and fused when it first runs (see plan_finish).
  *
  * Release (InterpOpts.release_consts): each constant of a plan counts the
  * reads of the steps that run (after folds and fused activations, as no
@@ -178,6 +179,7 @@ struct Plan {
 	Tensor *consts;           /* per slot: loaded initializer (or empty) */
 	Alias *alias;             /* per slot: views and their owners */
 	int *readers;             /* release_consts: per slot, reads left (see Release) */
+	int finished;             /* constants folded, steps fused (see plan_finish) */
 };
 
 typedef struct Frame {
@@ -447,7 +449,7 @@ static void pat_record_give(Pattern *pt, void *p)
 static void pat_off(Interp *ip)
 {
 	Pattern *pt = &ip->pat;
-	ip->trim = 1; /* the record's pages (trim_heap) */
+	/* no trim: the freed record is reused by malloc, and a trim splits the heap's huge pages (see src/heap.c) */
 	pt->state = PAT_OFF;
 	pt->recording = pt->replaying = 0;
 	free(pt->b);
@@ -586,7 +588,7 @@ static void pat_end(Interp *ip, int ok)
 		pt->capev = pt->nev;
 		while (ip->npool) /* the arena takes the pool's place */
 			pool_drop(ip, ip->npool - 1);
-		ip->trim = 1; /* the heap's pages those blocks held, once (trim_heap) */
+		/* no trim: the arena below reuses those blocks' pages */
 		if (bytes) {
 			pt->raw = block_new(bytes + 64);
 			pt->arena = (unsigned char *)(((uintptr_t)pt->raw + 63) & ~(uintptr_t)63);
@@ -2007,11 +2009,30 @@ static void note_packed(Interp *ip, Plan *p, Step *st)
 	}
 }
 
-/* the record of folded steps (fold_key), needed only while planning */
+/* the record of folded steps (fold_key), needed while plans remain to
+ * be finished */
 static void folds_free(Interp *ip)
 {
 	strmap_free_keys(&ip->folds);
 	pv_free_all(&ip->foldrecs);
+}
+
+/* The plan-time work on p's constants: folding, fusing, steals. The main
+ * graph is finished by interp_new; a subgraph when it first runs, since
+ * a body a model never takes need not be folded at all: silero-vad's If
+ * on the sample rate keeps a whole 8 kHz network beside the 16 kHz one,
+ * and their Concats of LSTM weights were most of planning it. Nothing
+ * here can fail (a node that fails to fold is left to fail when it
+ * runs), so no error moves from planning to running; errors of the
+ * plan itself (unsupported operators, unknown names) still come from
+ * interp_new. Folding a body before a parent is impossible: a body runs
+ * only inside its parent's frame. */
+static void plan_finish(Interp *ip, Plan *p)
+{
+	fold_constants(ip, p);
+	fuse_plan(ip, p);
+	plan_steals(p);
+	p->finished = 1;
 }
 
 Interp *interp_new(Model *m, const InterpOpts *o)
@@ -2037,13 +2058,13 @@ Interp *interp_new(Model *m, const InterpOpts *o)
 		goto fail;
 	if (!ip->o.check_only && load_consts(ip) < 0)
 		goto fail;
-	if (!ip->o.check_only)
-		for (size_t i = 0; i < ip->plans.n; i++) {
-			fold_constants(ip, ip->plans.v[i]);
-			fuse_plan(ip, ip->plans.v[i]);
-			plan_steals(ip->plans.v[i]);
-		}
-	folds_free(ip);
+	/* subgraphs are finished when they first run (see plan_finish),
+	 * unless constants are released: that counts every plan's reads */
+	for (size_t i = 0; !ip->o.check_only && i < ip->plans.n; i++)
+		if (ip->o.release_consts || !((Plan *)ip->plans.v[i])->parent)
+			plan_finish(ip, ip->plans.v[i]);
+	if (ip->o.release_consts)
+		folds_free(ip);
 	for (size_t i = 0; !ip->o.check_only && ip->o.release_consts && i < ip->plans.n; i++)
 		plan_readers(ip, ip->plans.v[i]);
 	trim_heap(ip);
@@ -2619,6 +2640,13 @@ int run_subgraph(RunCtx *c, const Onnx__GraphProto *g, size_t nin,
 		return op_error(c->node, "subgraph '%s' takes %zu inputs, %zu given", gname(g), p->ninputs, nin);
 	if (nout > p->noutputs)
 		return op_error(c->node, "subgraph '%s' has %zu outputs, %zu requested", gname(g), p->noutputs, nout);
+	if (!p->finished) {
+		/* the folds' kernels take no scratch of the step running this one */
+		Scratch *sc = tl_scratch;
+		tl_scratch = NULL;
+		plan_finish(ip, p);
+		tl_scratch = sc;
+	}
 	Frame f = {.plan = p, .parent = ip->cur};
 	f.t = xcalloc(p->nvals ? p->nvals : 1, sizeof *f.t);
 	f.ref = xcalloc(p->nvals ? p->nvals : 1, sizeof *f.ref);

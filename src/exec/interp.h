@@ -4,7 +4,9 @@
  * before anything runs: a topological order, the operator definition of each
  * node (an unsupported operator is an error naming it), the last consumer of
  * every value so its buffer returns to a pool as soon as it is dead, and the
- * initializers, loaded once. interp_run() then runs any number of batches.
+ * initializers, loaded once. Constants are folded in the main graph then,
+ * in a subgraph when it first runs (every plan error is reported here all
+ * the same). interp_run() then runs any number of batches.
  *
  * Taps see every input of the main graph when a run starts and every tensor
  * a node of the main graph produces, right after it is produced and before

@@ -2,10 +2,8 @@
  *
  * Loading maps the file and unpacks it with protobuf-c, which copies what it
  * keeps, so the mapping is released at once unless it holds original bytes
- * to keep. (Unpacking into transparent huge pages saved fashion-cnn's load
- * 0.5 ms of page faults but was left out: with defrag on madvise a fault
- * may compact memory then and there, stalls of up to 6 ms measured, and a
- * block rounds up to whole 2 MiB pages.) Saving streams the model into a
+ * to keep. (The copies land in huge pages in the build's children, whose
+ * whole heap asks for them: src/heap.c.) Saving streams the model into a
  * temporary file beside the target and renames it; external data files
  * are written the same way, before the model that names them. Every
  * encoding here (saves, model_serialize, the canonical hash) is pbwrite's
@@ -45,6 +43,7 @@
 
 #include <xxhash.h>
 
+#include "hash.h"
 #include "onnx/extdata.h"
 #include "onnx/pbwrite.h"
 #include "util.h"
@@ -575,10 +574,12 @@ static const ModelDeferred *deferred_marked(const Model *m, const uint8_t *data)
 	return &m->deferred[(p - a) / sizeof *m->deferred];
 }
 
-/* PbSink that writes to an OutFile */
+/* PbSink that writes to an OutFile, hashing what it writes (so that the
+ * cache, storing the file, need not read it back: hash_note_fd) */
 typedef struct FileSink {
 	OutFile *f;
 	const Model *m;   /* whose deferred tensors are made as they are reached */
+	HashState *h;
 	int failed;       /* after error() */
 } FileSink;
 
@@ -589,11 +590,14 @@ static int file_put(FileSink *b, const uint8_t *data, size_t len)
 		/* made now, written and freed: one such tensor held at a time */
 		void *buf = xmalloc(len);
 		int r = d->fill(d->ud, d->t, buf, len) < 0 ? -1 : outfile_write(b->f, buf, len);
+		if (r == 0)
+			hash_update(b->h, buf, len);
 		free(buf);
 		return r;
 	}
 	if (!data)
 		return error("model serialization: %zu bytes of a tensor are nowhere", len);
+	hash_update(b->h, data, len);
 	return outfile_write(b->f, data, len);
 }
 
@@ -610,15 +614,20 @@ static int file_sink(void *ud, const uint8_t *data, size_t len)
  * 16 KiB or more written from where they are */
 static int write_model(const Model *m, const Onnx__ModelProto *p, const PbSizes *s, OutFile *f)
 {
-	FileSink b = {.f = f, .m = m};
+	FileSink b = {.f = f, .m = m, .h = hash_new()};
 	PbStream st = {.sink = file_sink, .ud = &b, .bufsize = 1 << 16};
 	if (m->ndeferred) {
 		st.lo = m->deferred;
 		st.hi = m->deferred + m->ndeferred;
 	}
-	if (pbw_write(&p->base, s, &st) < 0 && !b.failed)
+	int r = pbw_write(&p->base, s, &st);
+	Hash h = hash_final(b.h);
+	if (r < 0 && !b.failed)
 		return error("model serialization: '%s' does not encode as measured", f->path);
-	return b.failed ? -1 : 0;
+	if (b.failed)
+		return -1;
+	hash_note_fd(f->fd, h);
+	return 0;
 }
 
 /* output data files by location, for the save in progress */
@@ -1056,6 +1065,8 @@ int model_save(Model *m, const char *path, const SaveOpts *opts)
 		goto out;
 	if (o ? outfile_write(&mf, o->data, o->len) < 0 : write_model(m, m->proto, &sz, &mf) < 0)
 		goto out;
+	if (o)
+		hash_note_fd(mf.fd, hash_buf(o->data, o->len));
 	for (size_t i = 0; i < os.n; i++)
 		if (outfile_commit(&os.f[i]) < 0)
 			goto out;

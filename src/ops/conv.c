@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "ops/bcast.h"
+#include "ops/cvpack.h"
 #include "ops/fgemm.h"
 #include "ops/nn.h"
 #include "ops/op.h"
@@ -1231,20 +1232,6 @@ static void conv_gemm_cv(const ConvShape *cs, const DirectGeom *dg, const float 
 }
 #endif
 
-/* the weights w ([m, kc]: M, C/G x kernel) of each of groups groups as
- * [kc][mpad], a group's channels rounded up to 16 with zeros (an
- * FgemmPacker) */
-static void cv_pack(const float *w, int64_t m, int64_t kc, int64_t groups, float *wt)
-{
-	int64_t mg = m / groups, mpad = (mg + 15) / 16 * 16;
-	for (int64_t g = 0; g < groups; g++)
-		for (int64_t kk = 0; kk < kc; kk++) {
-			float *d = wt + (g * kc + kk) * mpad;
-			for (int64_t i = 0; i < mpad; i++)
-				d[i] = i < mg ? w[(g * mg + i) * kc + kk] : 0.0f;
-		}
-}
-
 /* the im2col of element size es for this CPU */
 static void (*im2col_fn(size_t es))(void *, int64_t, int64_t)
 {
@@ -1721,7 +1708,7 @@ static const float *conv_cached_cv(RunCtx *c, const Tensor *w, const float *wf, 
 		size_t floats = (size_t)(cs->G * cc->kc * ((cc->mg + 15) / 16 * 16));
 		if (!wf)
 			return NULL;
-		cc->wt = fgemm_pack_const(cv_pack, floats, wf, cs->M, cc->kc, cs->G);
+		cc->wt = fgemm_pack_const(cv_pack, cv_same, floats, wf, cs->M, cc->kc, cs->G);
 		c->cache->bytes = sizeof(float) * floats;
 		c->cache->packed |= 2;
 	}

@@ -648,17 +648,17 @@ FgemmA *fgemm_pack_a_const(int64_t m, int64_t k, const float *a, int64_t lda)
 	return pa;
 }
 
-/* a caller's layout has no panel to pack alone: the whole pack is made
- * again and compared */
-float *fgemm_pack_const(FgemmPacker pack, size_t floats, const float *src, int64_t rows, int64_t cols, int64_t ld)
+/* a caller's layout: its own comparison reads the source against the
+ * live pack (the key tells which pack to compare with, the bytes decide) */
+float *fgemm_pack_const(FgemmPacker pack, FgemmPackSame same, size_t floats, const float *src, int64_t rows,
+			int64_t cols, int64_t ld)
 {
-	float *p = shared_get(SH_FN, pack, src, rows, cols, ld), *q = xmalloc(sizeof(float) * (floats ? floats : 1));
-	pack(src, rows, cols, ld, q);
-	if (p && !memcmp(p, q, sizeof(float) * floats)) {
-		free(q);
+	float *p = shared_get(SH_FN, pack, src, rows, cols, ld);
+	if (p && same(src, rows, cols, ld, p))
 		return p;
-	}
 	fgemm_free_packed(p);
+	float *q = xmalloc(sizeof(float) * (floats ? floats : 1));
+	pack(src, rows, cols, ld, q);
 	shared_add(SH_FN, pack, src, rows, cols, ld, q);
 	return q;
 }

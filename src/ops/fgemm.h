@@ -39,11 +39,15 @@ FgemmA *fgemm_pack_a_const(int64_t m, int64_t k, const float *a, int64_t lda);
 /* A constant packed in a layout of the caller's (conv.c's channel-vector
  * weights): the floats floats pack(src, rows, cols, ld, dst) writes, shared
  * between interpreters as fgemm_pack_a_const's packs are (while a pack of
- * the same packer, src, rows, cols and ld is alive and the packer makes
- * its bytes again from src, that one); read-only, freed by
- * fgemm_free_packed, the last user's call freeing it */
+ * the same packer, src, rows, cols and ld is alive and same(src, rows,
+ * cols, ld, pack) says that the packer would make its bytes from src, that
+ * one); read-only, freed by fgemm_free_packed, the last user's call
+ * freeing it. same compares without writing anything: a fresh pack to
+ * compare with cost its page faults per interpreter. */
 typedef void (*FgemmPacker)(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst);
-float *fgemm_pack_const(FgemmPacker pack, size_t floats, const float *src, int64_t rows, int64_t cols, int64_t ld);
+typedef int (*FgemmPackSame)(const float *src, int64_t rows, int64_t cols, int64_t ld, const float *packed);
+float *fgemm_pack_const(FgemmPacker pack, FgemmPackSame same, size_t floats, const float *src, int64_t rows,
+			int64_t cols, int64_t ld);
 void fgemm_free_packed(float *p);
 /* bytes of a packed [m, k] left operand */
 size_t fgemm_packed_a_bytes(int64_t m, int64_t k);

@@ -55,6 +55,8 @@ typedef struct CalibStats {
 	size_t n;
 	uint32_t nbins;      /* CALIB_BINS, or 0: no histograms (hist NULL) */
 	uint64_t nsamples;
+	const struct StrMap *index; /* while calib_collect runs: name -> index
+				       in t (a tap looks up every tensor) */
 } CalibStats;
 
 /* Run every sample of specs (see samples_open) through m, the interpreter

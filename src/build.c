@@ -77,6 +77,9 @@ typedef struct Action {
 	char *why;             /* reason it runs, for --explain and -n */
 	char *pre;             /* its declared inputs' key lines, hashed ahead
 				  (see prehash_child), or NULL */
+	int ahead;             /* started before its key was known (start_ahead) */
+	int keyfd;             /* then: the pipe that says the key is there (the
+				  child's read end, the parent's write end) */
 } Action;
 
 typedef struct Build {
@@ -207,6 +210,7 @@ static int expand_model(Build *b, Section *m, PtrVec *stack)
 		a->stage = st;
 		a->in = prev ? prev : up;
 		a->fd = -1;
+		a->keyfd = -1;
 		b->acts = xreallocarray(b->acts, b->nacts + 1, sizeof *b->acts);
 		b->acts[b->nacts++] = a;
 		nstages++;
@@ -809,19 +813,51 @@ static _Noreturn void child_exit(char *const used[NUSED], int code)
 	_exit(code);
 }
 
+/* The action's lock, taken before its record is written: 0, or 1 when
+ * another quantmake process has built it meanwhile. */
+static int lock_action(Build *b, const Action *a, const char *lab, int *lock)
+{
+	*lock = cache_lock(b->cache, a->key);
+	if (*lock < 0)
+		fatalx(1, "%s: %s", lab, errmsg());
+	ActionRec rec;
+	if (!b->o->force && cache_get_action(b->cache, a->key, &rec) == 1) {
+		action_rec_free(&rec);
+		return 1;
+	}
+	return 0;
+}
+
+/* a child started ahead (start_ahead) waits here for its key, which the
+ * parent writes to the work directory's file "key" before it says so on
+ * the pipe; 0, or -1 when the parent found the action built (or died) */
+static int await_key(Action *a, const char *tmp)
+{
+	char c;
+	ssize_t n;
+	while ((n = read(a->keyfd, &c, 1)) < 0 && errno == EINTR)
+		;
+	if (n != 1)
+		return -1;
+	char *p = path_join(tmp, "key"), *text;
+	size_t len;
+	int r = read_file(p, &text, &len);
+	unlink(p);
+	free(p);
+	if (r < 0)
+		return -1;
+	a->keytext = text;
+	a->key = hash_buf(text, len);
+	return 0;
+}
+
 static _Noreturn void child_main(Build *b, Action *a)
 {
 	double t0 = now_sec();
 	char *lab = label(a);
-	int lock = cache_lock(b->cache, a->key);
-	if (lock < 0)
-		fatalx(1, "%s: %s", lab, errmsg());
-	ActionRec rec;
-	if (!b->o->force && cache_get_action(b->cache, a->key, &rec) == 1) {
-		/* built meanwhile by another quantmake process */
-		action_rec_free(&rec);
-		_exit(0);
-	}
+	int lock = -1;
+	if (!a->ahead && lock_action(b, a, lab, &lock))
+		_exit(0); /* built meanwhile by another quantmake process */
 	const char *tmp = b->slots[a->slot];
 	char *indir = path_join(tmp, "in"), *outdir = path_join(tmp, "out");
 	char *used[NUSED] = {indir, outdir};
@@ -891,8 +927,7 @@ static _Noreturn void child_main(Build *b, Action *a)
 			qsort(names.v + 1, names.n - 1, sizeof *names.v, cmpstr);
 			break;
 		}
-	ActionRec r = {.key = a->key, .stage = xstrdup(a->stage->name), .model = xstrdup(a->model->name),
-		       .keytext = xstrdup(a->keytext)};
+	ActionRec r = {.stage = xstrdup(a->stage->name), .model = xstrdup(a->model->name)};
 	r.outs = xcalloc(names.n, sizeof *r.outs);
 	for (size_t i = 0; i < names.n; i++) {
 		char *p = path_join(outdir, names.v[i]);
@@ -913,6 +948,12 @@ static _Noreturn void child_main(Build *b, Action *a)
 		}
 		r.ndeps++;
 	}
+	/* started ahead: what it stored so far are objects, named by their
+	 * contents; the record needs the key */
+	if (a->ahead && (await_key(a, tmp) < 0 || lock_action(b, a, lab, &lock)))
+		child_exit(used, 0);
+	r.key = a->key;
+	r.keytext = xstrdup(a->keytext);
 	r.seconds = now_sec() - t0;
 	if (cache_put_action(b->cache, &r) < 0) {
 		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
@@ -947,8 +988,8 @@ static int start(Build *b, Action *a)
 {
 	if (take_slot(b, a) < 0)
 		return -1;
-	int pfd[2];
-	if (pipe2(pfd, O_CLOEXEC) < 0) {
+	int pfd[2], kp[2] = {-1, -1};
+	if (pipe2(pfd, O_CLOEXEC) < 0 || (a->ahead && pipe2(kp, O_CLOEXEC) < 0)) {
 		b->slot_busy[a->slot] = 0;
 		return error("cannot create a pipe:");
 	}
@@ -958,9 +999,22 @@ static int start(Build *b, Action *a)
 		b->slot_busy[a->slot] = 0;
 		close(pfd[0]);
 		close(pfd[1]);
+		if (a->ahead) {
+			close(kp[0]);
+			close(kp[1]);
+		}
 		return error("cannot fork:");
 	}
 	if (pid == 0) {
+		/* another child's key pipe must not stay open here: it would
+		 * never see the parent go */
+		for (size_t i = 0; i < b->nacts; i++)
+			if (b->acts[i]->keyfd >= 0)
+				close(b->acts[i]->keyfd);
+		if (a->ahead) {
+			close(kp[1]);
+			a->keyfd = kp[0];
+		}
 		setpgid(0, 0);
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
@@ -976,6 +1030,10 @@ static int start(Build *b, Action *a)
 	}
 	setpgid(pid, pid);
 	close(pfd[1]);
+	if (a->ahead) {
+		close(kp[0]);
+		a->keyfd = kp[1];
+	}
 	a->pid = pid;
 	a->fd = pfd[0];
 	a->state = A_RUNNING;
@@ -1277,6 +1335,59 @@ static void js_give_all(void)
 		js_give();
 }
 
+/* A fresh calibration's key waits for its samples' hashes (the prehash
+ * child: a thousand files, 3-6 ms after export on the benchmark machine),
+ * while its stage needs only its input model. So an action whose key
+ * waits for the prehash and whose input was built in this run starts
+ * ahead: its child runs the stage and stores its outputs' objects (named
+ * by their contents), then waits for the key. Meanwhile the parent takes
+ * the prehash's lines and makes the key; it writes the key to the work
+ * directory's file "key" and a byte to the pipe, or, when the key finds
+ * the action built (a cache hit) or fails, kills the child. Not for -n,
+ * -B or --explain. -1 planning error, 0 not started ahead, 1 started (and
+ * running), 2 done without its child. */
+static int start_ahead(Build *b, Action *a)
+{
+	if (!b->ph || !a->stage->declared_inputs || !a->in || a->in->hit || a->tries || b->o->dry_run ||
+	    b->o->force || b->o->explain)
+		return 0;
+	a->ahead = 1;
+	if (start(b, a) < 0) {
+		a->ahead = 0;
+		return 0;
+	}
+	prehash_finish(b, 0);
+	int r = resolve(b, a);
+	if (r == 1) {
+		char *p = path_join(b->slots[a->slot], "key");
+		int w = write_file_atomic(p, a->keytext, strlen(a->keytext));
+		free(p);
+		if (w == 0 && write(a->keyfd, "k", 1) == 1) {
+			close(a->keyfd);
+			a->keyfd = -1;
+			return 1;
+		}
+		fprintf(stderr, "%s: %s: cannot hand its key over: %s\n", argv0, a->stage->name, errmsg());
+	}
+	/* built already, its key failed, or it could not be handed over:
+	 * the child goes */
+	kill(-a->pid, SIGKILL);
+	int st;
+	while (waitpid(a->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	close(a->fd);
+	close(a->keyfd);
+	a->fd = a->keyfd = -1;
+	a->pid = 0;
+	a->ahead = 0;
+	b->slot_busy[a->slot] = 0;
+	if (r == 1) {
+		a->state = A_FAILED;
+		b->failed = 1;
+	}
+	return r < 0 ? -1 : 2;
+}
+
 /* -n: the actions taking a's outputs, directly or not, would run too */
 static void would_run_downstream(Build *b, const Action *a)
 {
@@ -1306,6 +1417,14 @@ static int run_loop(Build *b)
 			if (b->failed && !b->o->keep_going)
 				continue;
 			if (!a->keytext || !a->why) {
+				int s = running < (size_t)b->o->jobs ? start_ahead(b, a) : 0;
+				if (s < 0)
+					return 2;
+				if (s > 0) {
+					running += s == 1;
+					progress = 1;
+					continue;
+				}
 				int r = resolve(b, a);
 				if (r < 0)
 					return 2;

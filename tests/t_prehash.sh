@@ -91,3 +91,44 @@ else
 	fail "a sample an export command writes is hashed as the command left it" \
 		"$(tail -n 3 "$E/log1" "$E/log2" | tr '\n' ' ')"
 fi
+
+# calibrate starts ahead of its key (start_ahead in src/build.c: its input
+# was built in this run, the samples' hashes are not in yet). When the key
+# then finds it built (export ran again, with the same bytes), its child
+# is stopped and nothing downstream runs; when the key is new, the child
+# records its result under that key (a -j1 build is then up to date)
+H=$TMPD/h
+mkdir -p "$H/rules"
+cp -r "$P/model.onnx" "$P/data" "$H/"
+mkrules() {
+	printf '[model m]\nexport = cp model.onnx "$out" # %s\nexport.deps = model.onnx\nquantize = static\nquantize.calibration = data\n' "$1" > "$H/rules/m.rules"
+}
+ran() { grep -q "^\[[0-9]*/[0-9]*\] $2 m " "$1"; }
+mkrules one
+QUANTMAKE_CACHE=$H/cache "$Q" -C "$H" -j2 > "$H/log1" 2>&1
+s1=$?
+cp "$H/build/m/m.onnx" "$TMPD/h1.onnx" 2>/dev/null
+mkrules two
+QUANTMAKE_CACHE=$H/cache "$Q" -C "$H" -j2 > "$H/log2" 2>&1
+s2=$?
+if [ $s1 = 0 ] && [ $s2 = 0 ] && ran "$H/log1" calibrate && ran "$H/log2" export && ! ran "$H/log2" calibrate &&
+	! ran "$H/log2" quantize && cmp -s "$TMPD/h1.onnx" "$H/build/m/m.onnx" &&
+	! ls "$H"/cache/tmp/act-*/key > /dev/null 2>&1; then
+	pass "calibrate started ahead of its key stops when the key finds it built"
+else
+	fail "calibrate started ahead of its key stops when the key finds it built" \
+		"status $s1/$s2: $(cat "$H/log1" "$H/log2" | tr '\n' ' ')"
+fi
+"$PY" -c 'import numpy as np, sys; np.save(sys.argv[1], np.full((1, 8), -2, np.float32))' "$H/data/s1.npy"
+mkrules three
+QUANTMAKE_CACHE=$H/cache "$Q" -C "$H" -j2 > "$H/log3" 2>&1
+s3=$?
+QUANTMAKE_CACHE=$H/cache "$Q" -C "$H" -j1 > "$H/log4" 2>&1
+s4=$?
+if [ $s3 = 0 ] && [ $s4 = 0 ] && ran "$H/log3" calibrate && ran "$H/log3" quantize && ! ran "$H/log4" calibrate &&
+	grep -q "nothing to do" "$H/log4"; then
+	pass "calibrate started ahead records its result under the key made meanwhile"
+else
+	fail "calibrate started ahead records its result under the key made meanwhile" \
+		"status $s3/$s4: $(cat "$H/log3" "$H/log4" | tr '\n' ' ')"
+fi

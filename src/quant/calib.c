@@ -1374,20 +1374,27 @@ static int ahead(void)
  * interpreters WORKER_BYTES holds, by the activations seen so far); the
  * others wait for units. From now on the main interpreter runs its
  * kernels on one thread if there are others. */
-static void crew_start(Pass *p, size_t units)
+/* n interpreters, no more than units (when known) nor what WORKER_BYTES
+ * holds by the activations seen so far */
+static size_t crew_fit(const Pass *p, size_t n, size_t units)
 {
-	if (p->crew)
-		return;
-	size_t n = p->workers > 1 ? (size_t)p->workers : 1, weights, live;
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	if (ncpu > 0 && n > (size_t)ncpu)
-		n = (size_t)ncpu;
+	size_t weights, live;
 	if (units < n)
 		n = units ? units : 1;
 	interp_stats(p->ip, &weights, &live);
 	size_t fit = 1 + WORKER_BYTES / (weights + live + 1);
-	if (n > fit)
-		n = fit;
+	return n > fit ? fit : n;
+}
+
+static void crew_start(Pass *p, size_t units)
+{
+	if (p->crew)
+		return;
+	size_t n = p->workers > 1 ? (size_t)p->workers : 1;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpu > 0 && n > (size_t)ncpu)
+		n = (size_t)ncpu;
+	n = crew_fit(p, n, units);
 	Crew *c = xcalloc(1, sizeof *c);
 	c->n = n;
 	c->w = xcalloc(n, sizeof *c->w);
@@ -1520,13 +1527,7 @@ static int run_units(Pass *p, uint64_t *idx)
 	crew_start(p, units);
 	Crew *c = p->crew;
 	Shared *sh = &c->sh;
-	size_t nw = c->n, weights, live;
-	if (units < nw)
-		nw = units ? units : 1;
-	interp_stats(p->ip, &weights, &live);
-	size_t fit = 1 + WORKER_BYTES / (weights + live + 1);
-	if (nw > fit)
-		nw = fit;
+	size_t nw = crew_fit(p, c->n, units);
 	if (sh->spec)
 		crew_hold(p);
 	pthread_mutex_lock(&sh->lock);

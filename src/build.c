@@ -1362,7 +1362,11 @@ static int start_ahead(Build *b, Action *a)
 		char *p = path_join(b->slots[a->slot], "key");
 		int w = write_file_atomic(p, a->keytext, strlen(a->keytext));
 		free(p);
-		if (w == 0 && write(a->keyfd, "k", 1) == 1) {
+		if (w == 0) {
+			/* a child whose stage failed has gone without reading
+			 * it (EPIPE): its exit and log are reaped as any other's */
+			ssize_t n = write(a->keyfd, "k", 1);
+			(void)n;
 			close(a->keyfd);
 			a->keyfd = -1;
 			return 1;

@@ -164,7 +164,8 @@ void sb_grow(StrBuf *sb, size_t extra)
 void sb_add(StrBuf *sb, const void *p, size_t n)
 {
 	sb_grow(sb, n);
-	memcpy(sb->buf + sb->len, p, n);
+	if (n) /* p may be NULL then (an empty StrBuf's buf) */
+		memcpy(sb->buf + sb->len, p, n);
 	sb->len += n;
 	sb->buf[sb->len] = 0;
 }

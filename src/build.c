@@ -1369,6 +1369,7 @@ static int start_ahead(Build *b, Action *a)
 			(void)n;
 			close(a->keyfd);
 			a->keyfd = -1;
+			a->ahead = 0; /* a rerun (a corrupt input rebuilt) starts plainly */
 			return 1;
 		}
 		fprintf(stderr, "%s: %s: cannot hand its key over: %s\n", argv0, a->stage->name, errmsg());

@@ -28,9 +28,7 @@ Q=$QUANTMAKE
 # --- the packers on their own ---
 # fgemm.c includes the operator headers, which need the protobuf-c code
 # the build generates from the system's onnx.proto
-mkdir "$TMPD/gen"
-if cp /usr/include/onnx/onnx.proto "$TMPD/gen/" 2> "$TMPD/err" &&
-	(cd "$TMPD/gen" && protoc-c --c_out=. onnx.proto) >> "$TMPD/err" 2>&1; then
+if gen_onnx_pb; then
 	# shellcheck disable=SC2046
 	c_check fgemm_pack_check -I"$TMPD/gen" $(pkg-config --cflags libprotobuf-c) "$ROOT/src/ops/fgemm.c" "$ROOT/tests/lib/fgemm_stubs.c"
 else

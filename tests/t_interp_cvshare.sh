@@ -18,9 +18,7 @@
 mktmp
 Q=$QUANTMAKE
 
-mkdir "$TMPD/gen"
-if cp /usr/include/onnx/onnx.proto "$TMPD/gen/" 2> "$TMPD/err" &&
-	(cd "$TMPD/gen" && protoc-c --c_out=. onnx.proto) >> "$TMPD/err" 2>&1; then
+if gen_onnx_pb; then
 	# shellcheck disable=SC2046
 	c_check cvpack_check -I"$TMPD/gen" $(pkg-config --cflags libprotobuf-c) "$ROOT/src/ops/cvpack.c" \
 		"$ROOT/src/ops/fgemm.c" "$ROOT/tests/lib/fgemm_stubs.c"

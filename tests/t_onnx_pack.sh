@@ -146,8 +146,7 @@ fi
 
 # --- the check, over those lists ---
 # the descriptors of every message type, from the header protoc-c writes
-if cp /usr/include/onnx/onnx.proto "$TMPD/gen/" 2> "$TMPD/err" &&
-	(cd "$TMPD/gen" && protoc-c --c_out=. onnx.proto) >> "$TMPD/err" 2>&1; then
+if gen_onnx_pb; then
 	sed -n 's/^extern const ProtobufCMessageDescriptor \([a-z0-9_]*\);$/\&\1,/p' "$TMPD/gen/onnx.pb-c.h" \
 		> "$TMPD/gen/onnx_pack_types.h"
 	# proto3 fields (none in onnx.proto), which pbwrite leaves to protobuf-c

@@ -36,6 +36,15 @@ mktmp() {
 	trap 'rm -rf "$TMPD"' EXIT
 }
 
+# gen_onnx_pb: the system's onnx.proto compiled by protoc-c into $TMPD/gen
+# (onnx.pb-c.h and .c, as the build generates them); non-zero with the
+# reason in $TMPD/err when it cannot be
+gen_onnx_pb() {
+	mkdir -p "$TMPD/gen" &&
+		cp /usr/include/onnx/onnx.proto "$TMPD/gen/" 2> "$TMPD/err" &&
+		(cd "$TMPD/gen" && protoc-c --c_out=. onnx.proto) >> "$TMPD/err" 2>&1
+}
+
 # c_check NAME ARGS...: build tests/NAME.c with ARGS (more sources and
 # flags) under AddressSanitizer and UBSan where the compiler has them,
 # warnings as errors, and run it; its PASS/FAIL/SKIP lines are the test's.

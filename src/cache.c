@@ -1,7 +1,10 @@
 /* cache.c — content-addressed store and action records (see cache.h).
  *
- * Action record format, version 1 (text, one item per line):
- *   quantmake-action 1
+ * Action record format, version 2 (text, one item per line):
+ *   quantmake-action 2
+ *   check HEX                  XXH3-128 of every byte after this line: a
+ *                              record that fails it (an edit, a flipped
+ *                              byte, a torn write) is removed as a miss
  *   key HEX
  *   stage NAME
  *   model NAME
@@ -9,7 +12,13 @@
  *   out HEX SIZE NAME          (one per output file, NAME last: may hold spaces)
  *   dep HEX PATH               (one per discovered input)
  *   keytext                    (the rest of the file is the canonical key text)
- * A record that does not parse is removed with a warning and counts as a miss. */
+ * A record that does not parse or fails its check (version 1 had no
+ * check: such records are misses too) is removed with a warning.
+ *
+ * The file "epoch" holds "ID GENERATION": a random id made with the cache
+ * and a number that gc and fsck raise when they remove anything. A build
+ * log (buildlog.h) stands in for the cache's records only while the epoch
+ * it was written against is the cache's. */
 #include "cache.h"
 
 #include <dirent.h>
@@ -41,7 +50,10 @@ struct Cache {
 	int workfd;      /* the lock file, holding this process's work directories */
 	uint64_t *work;  /* their numbers */
 	size_t nwork;
+	char *epoch;     /* "ID GENERATION\n" (see above) */
 };
+
+static char *epoch_read(const char *dir);
 
 static char *sub(const Cache *c, const char *kind, Hash h)
 {
@@ -76,6 +88,7 @@ Cache *cache_open(const char *dir)
 	/* absolute, so that $out stays valid for commands that change directory */
 	char *abs = realpath(dir, NULL);
 	c->dir = abs ? abs : xstrdup(dir);
+	c->epoch = epoch_read(c->dir);
 	return c;
 }
 
@@ -86,6 +99,7 @@ void cache_close(Cache *c)
 	if (c->workfd >= 0)
 		close(c->workfd); /* releases the work directories */
 	free(c->dir);
+	free(c->epoch);
 	free(c->linked);
 	free(c->work);
 	free(c);
@@ -101,20 +115,6 @@ char *cache_object_path(const Cache *c, Hash h)
 	return sub(c, "objects", h);
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Copy src to a fresh temp file in dstdir_tmp while hashing; returns the
  * temp path (malloc'd) or NULL.
  *
@@ -123,6 +123,74 @@ static int write_all(int fd, const char *p, size_t n)
  * found, removed and made again by its action, and an action record that
  * does not parse counts as a miss. Waiting for the disk cost 0.4-4 ms per
  * file here, 12 files per model: up to half of a small model's build. */
+int cache_has_object(const Cache *c, Hash h)
+{
+	char *p = cache_object_path(c, h);
+	int ok = access(p, F_OK) == 0;
+	free(p);
+	return ok;
+}
+
+void cache_drop_action(Cache *c, Hash key)
+{
+	char *p = sub(c, "actions", key);
+	unlink(p);
+	free(p);
+}
+
+const char *cache_epoch(const Cache *c)
+{
+	return c->epoch;
+}
+
+/* raise the generation of the epoch: what was removed may be named by a
+ * build log */
+static void epoch_bump(Cache *c)
+{
+	char id[64] = "";
+	unsigned long long gen = 0;
+	sscanf(c->epoch, "%63s %llu", id, &gen);
+	char *text = xasprintf("%s %llu\n", id, gen + 1);
+	char *p = path_join(c->dir, "epoch");
+	if (write_file_atomic(p, text, strlen(text)) == 0) {
+		free(c->epoch);
+		c->epoch = text;
+	} else {
+		free(text);
+	}
+	free(p);
+}
+
+/* read the epoch, making it (a random id, generation 0) if missing */
+static char *epoch_read(const char *dir)
+{
+	char *p = path_join(dir, "epoch"), *text = NULL;
+	size_t len;
+	if (read_file(p, &text, &len) < 0 || len == 0 || text[len - 1] != '\n') {
+		free(text);
+		unsigned char rnd[16];
+		char hex[33];
+		int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, rnd, sizeof rnd) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (n != (ssize_t)sizeof rnd) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			Hash h = hash_buf(&ts, sizeof ts);
+			memcpy(rnd, h.b, sizeof rnd);
+		}
+		for (size_t i = 0; i < sizeof rnd; i++)
+			snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+		text = xasprintf("%s 0\n", hex);
+		/* two processes making it at once: the last rename wins, and the
+		 * loser's builds just trust their logs one time less */
+		write_file_atomic(p, text, strlen(text));
+	}
+	free(p);
+	return text;
+}
+
 static char *copy_hashing(const char *src, const char *tmpl, Hash *h, int64_t *size)
 {
 	/* 64 KiB, as hash_fd: a 1 MiB buffer was mapped afresh by malloc and
@@ -248,10 +316,10 @@ int cache_put_move(Cache *c, const char *path, Hash *h, int64_t *size)
 	char *dir = path_dir(dst);
 	r = mkdirs(dir);
 	free(dir);
-	if (r == 0 && access(dst, F_OK) != 0) {
-		if (chmod(path, 0444) < 0 || rename(path, dst) < 0)
-			r = error("cannot store '%s' in the cache:", path);
-	}
+	/* an existing object of that name is replaced, not trusted: these
+	 * bytes were just hashed, the old ones may be damaged (-B repairs) */
+	if (r == 0 && (chmod(path, 0444) < 0 || rename(path, dst) < 0))
+		r = error("cannot store '%s' in the cache:", path);
 	free(dst);
 	return r;
 }
@@ -389,11 +457,19 @@ void action_rec_copy(ActionRec *d, const ActionRec *s)
 static int parse_record(char *text, ActionRec *r)
 {
 	memset(r, 0, sizeof *r);
-	char *save = NULL, *line = strtok_r(text, "\n", &save);
-	if (!line || strcmp(line, "quantmake-action 1"))
+	static const char head[] = "quantmake-action 2\ncheck ";
+	size_t hl = sizeof head - 1;
+	Hash want;
+	if (strncmp(text, head, hl) || strlen(text) < hl + 33 || text[hl + 32] != '\n')
 		return -1;
+	text[hl + 32] = 0;
+	int bad = hash_parse(text + hl, &want) < 0;
+	text += hl + 33;
+	if (bad || !hash_eq(want, hash_buf(text, strlen(text))))
+		return -1;
+	char *save = NULL, *line = NULL;
 	size_t capo = 0, capd = 0;
-	while ((line = strtok_r(NULL, "\n", &save))) {
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		if (!strncmp(line, "key ", 4)) {
 			if (hash_parse(line + 4, &r->key) < 0)
 				return -1;
@@ -470,19 +546,23 @@ int cache_put_action(Cache *c, const ActionRec *r)
 {
 	StrBuf sb = {0};
 	char hex[HASH_HEX_LEN];
-	sb_printf(&sb, "quantmake-action 1\nkey %s\nstage %s\nmodel %s\nseconds %.3f\n",
-		  hash_hex(r->key, hex), r->stage, r->model, r->seconds);
+	sb_printf(&sb, "key %s\nstage %s\nmodel %s\nseconds %.3f\n", hash_hex(r->key, hex), r->stage, r->model,
+		  r->seconds);
 	for (size_t i = 0; i < r->nouts; i++)
 		sb_printf(&sb, "out %s %lld %s\n", hash_hex(r->outs[i].h, hex),
 			  (long long)r->outs[i].size, r->outs[i].name);
 	for (size_t i = 0; i < r->ndeps; i++)
 		sb_printf(&sb, "dep %s %s\n", hash_hex(r->deps[i].h, hex), r->deps[i].path);
 	sb_printf(&sb, "keytext\n%s", r->keytext);
+	StrBuf rec = {0};
+	sb_printf(&rec, "quantmake-action 2\ncheck %s\n", hash_hex(hash_buf(sb.buf, sb.len), hex));
+	sb_add(&rec, sb.buf, sb.len);
 	char *p = sub(c, "actions", r->key);
 	char *dir = path_dir(p);
 	int ret = mkdirs(dir);
 	if (ret == 0)
-		ret = write_file_atomic(p, sb.buf, sb.len);
+		ret = write_file_atomic(p, rec.buf, rec.len);
+	sb_release(&rec);
 	free(dir);
 	free(p);
 	sb_release(&sb);
@@ -657,10 +737,11 @@ static void gc_act(void *ud, const char *path, const char *name)
 	if (read_file(path, &text, &len) < 0)
 		return;
 	GcAct a = {.path = xstrdup(path), .used = st.st_mtim};
-	if (parse_record(text, &a.rec) < 0) {
+	if (parse_record(text, &a.rec) < 0 || !hash_eq(a.rec.key, key)) {
 		action_rec_free(&a.rec);
-		a.rec.nouts = 0;
+		memset(&a.rec, 0, sizeof a.rec);
 	}
+	a.rec.key = key;
 	free(text);
 	if (s->nacts == s->capacts) {
 		s->capacts = s->capacts ? s->capacts * 2 : 64;
@@ -690,17 +771,55 @@ static GcObj *gc_find(GcState *s, Hash h)
 	return s->nobjs ? bsearch(&k, s->objs, s->nobjs, sizeof *s->objs, cmp_obj) : NULL;
 }
 
-int cache_gc(Cache *c, int64_t max_bytes)
+/* try the lock of an action without waiting: fd, or -1 when held (being
+ * built) or on error */
+static int try_lock(Cache *c, Hash key)
+{
+	char *p = path_join(c->dir, "lock");
+	int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	free(p);
+	if (fd < 0)
+		return -1;
+	uint64_t off;
+	memcpy(&off, key.b, sizeof off);
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)(off >> 2), .l_len = 1};
+	if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int recent(struct timespec t, time_t now, int64_t grace)
+{
+	return (int64_t)(now - t.tv_sec) < grace;
+}
+
+static void gc_free(GcState *s)
+{
+	for (size_t i = 0; i < s->nacts; i++) {
+		free(s->acts[i].path);
+		action_rec_free(&s->acts[i].rec);
+	}
+	free(s->acts);
+	free(s->objs);
+}
+
+int cache_gc(Cache *c, int64_t max_bytes, int64_t grace, CacheGcStats *st)
 {
 	GcState s = {0};
+	memset(st, 0, sizeof *st);
 	char *adir = path_join(c->dir, "actions"), *odir = path_join(c->dir, "objects");
 	walk2(adir, gc_act, &s);
 	walk2(odir, gc_obj, &s);
+	free(adir);
+	free(odir);
 	if (s.nacts > 1)
 		qsort(s.acts, s.nacts, sizeof *s.acts, cmp_act);
 	if (s.nobjs > 1)
 		qsort(s.objs, s.nobjs, sizeof *s.objs, cmp_obj);
-	int64_t total = 0, freed = 0;
+	time_t now = time(NULL);
+	int64_t total = 0;
 	for (size_t i = 0; i < s.nobjs; i++)
 		total += s.objs[i].size;
 	for (size_t i = 0; i < s.nacts; i++)
@@ -709,46 +828,106 @@ int cache_gc(Cache *c, int64_t max_bytes)
 			if (o)
 				o->refs++;
 		}
-	size_t nobj_rm = 0, nact_rm = 0;
-	/* unreferenced objects first (left by interrupted builds or old evictions) */
+	/* unreferenced objects first (left by interrupted builds or old
+	 * evictions), but not those stored within the grace period: a build
+	 * running now may be about to write the record naming them */
 	for (size_t i = 0; i < s.nobjs && total > max_bytes; i++) {
 		if (s.objs[i].refs)
 			continue;
 		char *p = cache_object_path(c, s.objs[i].h);
-		if (unlink(p) == 0) {
+		struct stat sb;
+		if (stat(p, &sb) == 0 && recent(sb.st_mtim, now, grace)) {
+			st->kept_recent++;
+		} else if (unlink(p) == 0) {
 			total -= s.objs[i].size;
-			freed += s.objs[i].size;
-			nobj_rm++;
+			st->bytes_freed += s.objs[i].size;
+			st->objects_removed++;
+			s.objs[i].refs = -1;
 		}
-		s.objs[i].refs = -1;
 		free(p);
 	}
+	/* then actions, least recently used first: never one used within the
+	 * grace period, nor one being built (its lock is held) */
 	for (size_t i = 0; i < s.nacts && total > max_bytes; i++) {
-		unlink(s.acts[i].path);
-		nact_rm++;
-		for (size_t j = 0; j < s.acts[i].rec.nouts; j++) {
-			GcObj *o = gc_find(&s, s.acts[i].rec.outs[j].h);
+		GcAct *a = &s.acts[i];
+		if (recent(a->used, now, grace)) {
+			st->kept_recent++;
+			continue;
+		}
+		int lk = try_lock(c, a->rec.key);
+		if (lk < 0 && a->rec.nouts) {
+			st->kept_busy++;
+			continue;
+		}
+		unlink(a->path);
+		st->actions_removed++;
+		for (size_t j = 0; j < a->rec.nouts; j++) {
+			GcObj *o = gc_find(&s, a->rec.outs[j].h);
 			if (o && o->refs > 0 && --o->refs == 0) {
 				char *p = cache_object_path(c, o->h);
 				if (unlink(p) == 0) {
 					total -= o->size;
-					freed += o->size;
-					nobj_rm++;
+					st->bytes_freed += o->size;
+					st->objects_removed++;
 				}
 				o->refs = -1;
 				free(p);
 			}
 		}
+		cache_unlock(lk);
 	}
-	printf("gc: removed %zu actions and %zu objects (%lld bytes); cache holds %lld bytes\n",
-	       nact_rm, nobj_rm, (long long)freed, (long long)total);
-	for (size_t i = 0; i < s.nacts; i++) {
-		free(s.acts[i].path);
-		action_rec_free(&s.acts[i].rec);
-	}
-	free(s.acts);
-	free(s.objs);
+	st->bytes_left = total;
+	if (st->actions_removed || st->objects_removed)
+		epoch_bump(c);
+	gc_free(&s);
+	return 0;
+}
+
+int cache_fsck(Cache *c, CacheFsckStats *st)
+{
+	GcState s = {0};
+	memset(st, 0, sizeof *st);
+	char *adir = path_join(c->dir, "actions"), *odir = path_join(c->dir, "objects");
+	walk2(odir, gc_obj, &s);
+	walk2(adir, gc_act, &s);
 	free(adir);
 	free(odir);
+	/* every object re-hashed: a damaged one is removed (its actions then
+	 * miss, and rebuild it) */
+	for (size_t i = 0; i < s.nobjs; i++) {
+		char *p = cache_object_path(c, s.objs[i].h);
+		Hash h;
+		st->objects++;
+		if (hash_file(p, &h) < 0 || !hash_eq(h, s.objs[i].h)) {
+			if (unlink(p) == 0) {
+				st->objects_damaged++;
+				s.objs[i].refs = -1;
+			}
+		}
+		free(p);
+	}
+	if (s.nobjs > 1)
+		qsort(s.objs, s.nobjs, sizeof *s.objs, cmp_obj);
+	/* records: gc_act kept those that parse and pass their check with
+	 * outputs; one that does not, or names an object that is gone, is
+	 * removed */
+	for (size_t i = 0; i < s.nacts; i++) {
+		GcAct *a = &s.acts[i];
+		st->actions++;
+		int bad = a->rec.nouts == 0;
+		for (size_t j = 0; !bad && j < a->rec.nouts; j++) {
+			GcObj *o = gc_find(&s, a->rec.outs[j].h);
+			bad = !o || o->refs < 0;
+		}
+		if (!bad)
+			continue;
+		int lk = try_lock(c, a->rec.key);
+		if (unlink(a->path) == 0)
+			st->actions_damaged++;
+		cache_unlock(lk);
+	}
+	if (st->objects_damaged || st->actions_damaged)
+		epoch_bump(c);
+	gc_free(&s);
 	return 0;
 }

@@ -3,6 +3,7 @@
  * Layout under the cache directory (format version 1):
  *   objects/XX/HASH     file contents, read-only, named by XXH3-128
  *   actions/XX/KEY      action records (text, see cache.c), by action key
+ *   epoch               "ID GENERATION": see cache_epoch
  *   lock                an action being built holds a write lock (open
  *                       file description lock) on one byte of it, at an
  *                       offset taken from its key (see cache_lock)
@@ -72,6 +73,13 @@ int cache_put_move(Cache *c, const char *path, Hash *h, int64_t *size);
 int cache_fetch(Cache *c, Hash h, const char *dst, unsigned mode);
 /* path of object h (malloc'd) */
 char *cache_object_path(const Cache *c, Hash h);
+/* is object h in the store (not verified) */
+int cache_has_object(const Cache *c, Hash h);
+/* remove the record of an action, if any (its objects stay) */
+void cache_drop_action(Cache *c, Hash key);
+/* "ID GENERATION\n": changes when the cache is another or gc or fsck
+ * removed something since (see cache.c) */
+const char *cache_epoch(const Cache *c);
 /* 1 found, 0 not found (or corrupt record, removed with a warning) */
 int cache_get_action(Cache *c, Hash key, ActionRec *out);
 int cache_put_action(Cache *c, const ActionRec *r);
@@ -90,9 +98,26 @@ void action_rec_free(ActionRec *r);
 /* deep copy of src into dst (dst is overwritten, not freed) */
 void action_rec_copy(ActionRec *dst, const ActionRec *src);
 
+typedef struct CacheGcStats {
+	size_t actions_removed, objects_removed;
+	size_t kept_recent;     /* used or stored within the grace period */
+	size_t kept_busy;       /* being built (their lock is held) */
+	int64_t bytes_freed, bytes_left;
+} CacheGcStats;
+
 /* evict least recently used actions (and objects only they reference), and
- * unreferenced objects, until the objects total at most max_bytes; prints
- * what it did to stdout; 0 or -1 */
-int cache_gc(Cache *c, int64_t max_bytes);
+ * unreferenced objects, until the objects total at most max_bytes; never
+ * what was used or stored less than grace seconds ago, nor an action being
+ * built, so a gc beside running builds never fails them; 0 or -1 */
+int cache_gc(Cache *c, int64_t max_bytes, int64_t grace, CacheGcStats *st);
+
+typedef struct CacheFsckStats {
+	size_t objects, objects_damaged;   /* damaged: removed */
+	size_t actions, actions_damaged;   /* damaged or dangling: removed */
+} CacheFsckStats;
+
+/* re-hash every object and check every action record: what is damaged
+ * (or a record naming an object that is gone) is removed; 0 or -1 */
+int cache_fsck(Cache *c, CacheFsckStats *st);
 
 #endif

@@ -17,6 +17,7 @@
 static int cmd_clean(int argc, char **argv);
 static int cmd_hash(int argc, char **argv);
 static int cmd_gc(int argc, char **argv);
+static int cmd_fsck(int argc, char **argv);
 static int cmd_graph(int argc, char **argv);
 static int cmd_release_main(int argc, char **argv);
 
@@ -27,7 +28,10 @@ static const struct {
 } commands[] = {
 	{"hash", cmd_hash, "hash FILE...             print XXH3-128 digests (as xxhsum -H2)"},
 	{"clean", cmd_clean, "clean [--cache]          remove the build directory (and the cache)"},
-	{"gc", cmd_gc, "gc --max-size SIZE       evict least recently used cache entries"},
+	{"gc", cmd_gc, "gc --max-size SIZE [--grace DURATION]\n"
+		       "                           evict least recently used cache entries (not those used\n"
+		       "                           within DURATION, default 10m, nor those being built)"},
+	{"fsck", cmd_fsck, "fsck                     re-hash the cache; remove damaged objects and records"},
 	{"graph", cmd_graph, "graph [TARGET...]        print the action graph (Graphviz dot)"},
 	{"run", cmd_run, "run MODEL [-i [NAME=]FILE]... [-d DIR] [-o OUT.npz] [--compare DIR] [--bench N] [-t N]\n"
 			 "                           run a model with the built-in interpreter"},
@@ -113,28 +117,94 @@ static int cmd_clean(int argc, char **argv)
 	return r < 0 ? 1 : 0;
 }
 
-static int cmd_gc(int argc, char **argv)
+/* seconds in a duration like 90, 30s, 10m, 2h, 7d; -1 if malformed */
+static int64_t parse_duration(const char *s)
 {
-	if (argc != 3 || strcmp(argv[1], "--max-size")) {
-		fprintf(stderr, "usage: quantmake gc --max-size SIZE   (SIZE like 500M, 10G)\n");
-		return 2;
-	}
-	int64_t max = parse_size(argv[2]);
-	if (max < 0) {
-		fprintf(stderr, "%s: invalid size '%s': expected a number with an optional K, M, G or T suffix\n",
-			argv0, argv[2]);
-		return 2;
-	}
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || v < 0)
+		return -1;
+	int64_t mul = !*end ? 1 : !strcmp(end, "s") ? 1 : !strcmp(end, "m") ? 60 : !strcmp(end, "h") ? 3600
+		    : !strcmp(end, "d") ? 86400 : -1;
+	return mul < 0 || v > INT64_MAX / mul ? -1 : v * mul;
+}
+
+static Cache *open_project_cache(Project **pp)
+{
 	Project *p = load_project();
 	BuildOpts o;
 	dirs(p, &o);
 	Cache *c = cache_open(o.cache_dir);
-	int r = c ? cache_gc(c, max) : -1;
+	if (!c)
+		fatal("%s", errmsg());
+	*pp = p;
+	return c;
+}
+
+static int cmd_gc(int argc, char **argv)
+{
+	int64_t max = -1, grace = 600;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--max-size") && i + 1 < argc) {
+			max = parse_size(argv[++i]);
+			if (max < 0) {
+				fprintf(stderr, "%s: invalid size '%s': expected a number with an optional K, M, G or T suffix\n",
+					argv0, argv[i]);
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--grace") && i + 1 < argc) {
+			grace = parse_duration(argv[++i]);
+			if (grace < 0) {
+				fprintf(stderr, "%s: invalid duration '%s': expected seconds or a number with s, m, h or d\n",
+					argv0, argv[i]);
+				return 2;
+			}
+		} else {
+			max = -1;
+			break;
+		}
+	}
+	if (max < 0) {
+		fprintf(stderr, "usage: quantmake gc --max-size SIZE [--grace DURATION]   (SIZE like 500M, 10G; DURATION like 10m, 0)\n");
+		return 2;
+	}
+	Project *p;
+	Cache *c = open_project_cache(&p);
+	CacheGcStats st;
+	int r = cache_gc(c, max, grace, &st);
 	if (r < 0)
 		fprintf(stderr, "%s: %s\n", argv0, errmsg());
+	else
+		printf("gc: removed %zu actions and %zu objects (%lld bytes); cache holds %lld bytes\n",
+		       st.actions_removed, st.objects_removed, (long long)st.bytes_freed, (long long)st.bytes_left);
+	if (r == 0 && st.kept_recent + st.kept_busy)
+		printf("gc: kept %zu entries used in the last %llds (--grace) and %zu being built\n", st.kept_recent,
+		       (long long)grace, st.kept_busy);
 	cache_close(c);
 	project_free(p);
 	return r < 0 ? 1 : 0;
+}
+
+static int cmd_fsck(int argc, char **argv)
+{
+	if (argc != 1) {
+		fprintf(stderr, "usage: quantmake fsck\n");
+		return 2;
+	}
+	Project *p;
+	Cache *c = open_project_cache(&p);
+	CacheFsckStats st;
+	int r = cache_fsck(c, &st);
+	if (r < 0)
+		fprintf(stderr, "%s: %s\n", argv0, errmsg());
+	else
+		printf("fsck: %zu objects checked, %zu damaged and removed; %zu action records checked, %zu damaged or "
+		       "dangling and removed\n",
+		       st.objects, st.objects_damaged, st.actions, st.actions_damaged);
+	cache_close(c);
+	project_free(p);
+	return r < 0 ? 1 : (st.objects_damaged || st.actions_damaged) ? 1 : 0;
 }
 
 static int cmd_hash(int argc, char **argv)

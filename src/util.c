@@ -414,7 +414,7 @@ int read_file(const char *path, char **data, size_t *len)
 	return 0;
 }
 
-static int write_all(int fd, const void *data, size_t len)
+int write_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;
 	while (len > 0) {
@@ -587,4 +587,15 @@ int cpu_avx512f(void)
 #else
 	return 0;
 #endif
+}
+
+static int strp_cmp(const void *x, const void *y)
+{
+	return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+void pv_sort_str(PtrVec *pv)
+{
+	if (pv->n > 1)
+		qsort(pv->v, pv->n, sizeof *pv->v, strp_cmp);
 }

@@ -75,6 +75,8 @@ void pv_push(PtrVec *pv, void *p);
 void pv_free(PtrVec *pv);
 /* free every element, then the vector */
 void pv_free_all(PtrVec *pv);
+/* sort a vector of strings (strcmp order) */
+void pv_sort_str(PtrVec *pv);
 /* append the words of a rule-file list (split on blanks and commas; v may
  * be NULL) to out as malloc'd strings */
 void split_words(const char *v, PtrVec *out);
@@ -97,6 +99,9 @@ int read_file(const char *path, char **data, size_t *len);
  * writes is hashed again before use, see copy_hashing in cache.c). On any
  * failure nothing is left behind and -1 is returned. */
 int write_file_atomic(const char *path, const void *data, size_t len);
+/* write all of data to fd, resuming after EINTR and short writes; 0 or -1
+ * with errno set */
+int write_all(int fd, const void *data, size_t len);
 /* 1 when the CPU runs AVX-512F (asked once; 0 off x86-64), for kernels
  * that pick an AVX-512 path at run time */
 int cpu_avx512f(void);

@@ -232,6 +232,12 @@ static int run(StageCtx *c)
 	return r;
 }
 
+/* an export command may write any file of the project */
+static int writes_project(const struct Section *sec)
+{
+	return sec_get(sec, "export") != NULL;
+}
+
 const Stage stage_export = {
 	.name = "export",
 	.version = 1,
@@ -239,4 +245,5 @@ const Stage stage_export = {
 	.wanted = wanted,
 	.declared_inputs = declared_inputs,
 	.run = run,
+	.writes_project = writes_project,
 };

@@ -78,6 +78,10 @@ typedef struct Stage {
 	 * besides its own keys (calibrate: whether the statistics need
 	 * histograms, which quantize.method implies). May be NULL. */
 	void (*key_extra)(const struct Section *sec, StrBuf *key);
+	/* may the stage, for this model, write files of the project besides
+	 * its outputs (export's command)? Then the declared inputs of later
+	 * stages are hashed again when their keys are made. May be NULL. */
+	int (*writes_project)(const struct Section *sec);
 } Stage;
 
 /* all stages in pipeline order, NULL-terminated */

@@ -24,10 +24,13 @@ static void load(void)
 	/* OpenBLAS sizes its pool from this variable when it is loaded; an
 	 * explicit setting is the user's */
 	int n = __atomic_load_n(&want_threads, __ATOMIC_ACQUIRE);
-	if (n > 0 && !getenv("OPENBLAS_NUM_THREADS")) {
+	if (n > 0) {
+		/* the interpreter asks for one thread (its results must not
+		 * change with a thread count): a user's larger pool would only
+		 * spin idle workers, and a set count must win over it */
 		char b[16];
 		snprintf(b, sizeof b, "%d", n);
-		setenv("OPENBLAS_NUM_THREADS", b, 0);
+		setenv("OPENBLAS_NUM_THREADS", b, 1);
 	}
 	for (size_t i = 0; i < sizeof names / sizeof *names && !lib; i++)
 		lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);

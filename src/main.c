@@ -305,7 +305,6 @@ int main(int argc, char **argv)
 	if (i < argc)
 		for (size_t c = 0; c < ARRAY_LEN(commands); c++)
 			if (!strcmp(argv[i], commands[c].name)) {
-				heap_huge_top(); /* the work is done in this process */
 				return commands[c].fn(argc - i, argv + i);
 			}
 	Project *p = load_project();

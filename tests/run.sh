@@ -8,6 +8,8 @@ ROOT=$(pwd)
 export ROOT
 export QUANTMAKE="${QUANTMAKE:-$ROOT/quantmake}"
 export PY="$ROOT/.venv/bin/python"
+# tests/lib/sitecustomize.py: onnxruntime computes integer models exactly
+export PYTHONPATH="$ROOT/tests/lib${PYTHONPATH:+:$PYTHONPATH}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 log=$(mktemp)

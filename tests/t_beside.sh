@@ -12,7 +12,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, numpy' 2>/dev/null; then
-	skip "calibrate beside infer-shapes" "$PY lacks onnx/numpy (run scripts/venv.sh)"
+	fail "calibrate beside infer-shapes" "$PY lacks onnx/numpy (run scripts/venv.sh)"
 	exit 0
 fi
 

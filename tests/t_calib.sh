@@ -13,7 +13,7 @@ mktmp
 export PYTHONPATH="$ROOT/tests/lib"  # calibstats.py reads calibration.stats
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, numpy' 2>/dev/null; then
-	skip "calibration batching" "$PY lacks onnx/numpy (run scripts/venv.sh)"
+	fail "calibration batching" "$PY lacks onnx/numpy (run scripts/venv.sh)"
 	exit 0
 fi
 

@@ -11,7 +11,7 @@ mktmp
 export PYTHONPATH="$ROOT/tests/lib"  # calibstats.py reads calibration.stats
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, numpy' 2>/dev/null; then
-	skip "calibration scan" "$PY lacks onnx/numpy (run scripts/venv.sh)"
+	fail "calibration scan" "$PY lacks onnx/numpy (run scripts/venv.sh)"
 	exit 0
 fi
 

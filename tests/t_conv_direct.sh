@@ -20,7 +20,7 @@
 # is fixed.
 . "$(dirname "$0")/lib/common.sh"
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip conv_direct "onnx and onnxruntime are not installed (sh scripts/venv.sh)"
+	fail conv_direct "onnx and onnxruntime are not installed (sh scripts/venv.sh)"
 	exit 0
 fi
 mktmp

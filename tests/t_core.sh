@@ -231,7 +231,7 @@ st=$?
 # ---- Ctrl-C stops children and leaves nothing partial ----
 I=$TMPD/int
 newproj "$I"
-printf '[model slow]\nexport = sleep 30; cp models/relu.onnx "$out"\n' > "$I/rules/main.rules"
+printf '[model slow]\nexport = echo $$ > export.pid; sleep 30; cp models/relu.onnx "$out"\n' > "$I/rules/main.rules"
 "$Q" -C "$I" > "$TMPD/ilog" 2>&1 &
 qpid=$!
 sleep 1
@@ -239,7 +239,7 @@ kill -INT $qpid
 wait $qpid
 st=$?
 sleep 0.2
-[ $st -eq 130 ] && ! pgrep -f "sleep 30; cp models/relu.onnx" >/dev/null && [ ! -e "$I/build/slow" ] && pass "SIGINT stops children, exit 130, nothing partial" || fail "SIGINT stops children, exit 130, nothing partial" "status $st $(cat "$TMPD/ilog")"
+[ $st -eq 130 ] && [ -s "$I/export.pid" ] && ! kill -0 "$(cat "$I/export.pid")" 2>/dev/null && [ ! -e "$I/build/slow" ] && pass "SIGINT stops children, exit 130, nothing partial" || fail "SIGINT stops children, exit 130, nothing partial" "status $st $(cat "$TMPD/ilog")"
 
 # ---- a corrupted cache object is detected and rebuilt ----
 R=$TMPD/corrupt

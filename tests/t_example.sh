@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib/common.sh"
 mktmp
 if [ ! -x "$ROOT/.venv/bin/python" ]; then
-	skip "example project" "no .venv (run scripts/venv.sh)"
+	fail "example project" "no .venv (run scripts/venv.sh)"
 	exit 0
 fi
 P=$TMPD/example

@@ -14,7 +14,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "external data tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "external data tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 
@@ -154,7 +154,9 @@ obj=$(ls "$P"/cache/objects/"$(echo "$e" | cut -c1-2)"/"$e")
 chmod u+w "$obj" && printf 'x' | dd of="$obj" bs=1 seek=100 conv=notrunc 2>/dev/null
 "$Q" -C "$P" -B fp:infer-shapes > "$TMPD/log4" 2>&1
 st=$?
-[ $st -eq 0 ] && grep -q "corrupt cache object" "$TMPD/log4" && objs_ok > "$TMPD/objs" && cmp -s "$P/build/fp/infer-shapes/m.data" "$TMPD/good.data" && pass "corrupt data object is detected and rebuilt" || fail "corrupt data object is detected and rebuilt" "status $st: $(grep -v '^ ' "$TMPD/log4" | head -5)"
+# (-B reruns export, whose output replaces the damaged object of the same
+# name before infer-shapes fetches it)
+[ $st -eq 0 ] && objs_ok > "$TMPD/objs" && cmp -s "$P/build/fp/infer-shapes/m.data" "$TMPD/good.data" && pass "-B over a corrupt data object rebuilds it and repairs the store" || fail "-B over a corrupt data object rebuilds it and repairs the store" "status $st: $(grep -v '^ ' "$TMPD/log4" | head -5)"
 
 # release: the archive carries the data files and verifies
 "$Q" -C "$P" release r > "$TMPD/log5" 2>&1

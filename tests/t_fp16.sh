@@ -13,7 +13,7 @@ mktmp
 Q=$QUANTMAKE
 EX=$ROOT/examples/digits
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "fp16 tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "fp16 tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 

@@ -19,8 +19,8 @@
 #   bytes of the same model with B stored transposed and transB = 0 (the
 #   same packed bytes), and of MatMul where it packs too (N of 16 or
 #   more, no alpha nor C); 2 threads give the bytes of 1; and the values
-#   are onnxruntime's within 1e-5 (relative to max(1, |value|); NaN and
-#   infinity positions equal).
+#   are onnxruntime's within 1e-5 (1e-5 k / 128 past k = 128) relative to
+#   max(1, |value|); NaN and infinity positions equal.
 . "$(dirname "$0")/lib/common.sh"
 mktmp
 Q=$QUANTMAKE
@@ -36,7 +36,7 @@ else
 fi
 
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "Gemm packing through the interpreter" "$PY lacks onnx/onnxruntime/numpy (run scripts/venv.sh)"
+	fail "Gemm packing through the interpreter" "$PY lacks onnx/onnxruntime/numpy (run scripts/venv.sh)"
 	exit 0
 fi
 
@@ -102,7 +102,9 @@ def case(name, a, b, c=None, matmul=True, **attrs):
         if y1.tobytes() != y2.tobytes():
             print("FAIL: %s: %s gives other bytes on 2 threads than on 1" % (name, what))
             return
-        bad = ort_mismatch(path, feed, {"y": y1}, 1e-5)
+        # float32 sums of k products in another order than onnxruntime's
+        # (OpenBLAS without AVX-512) differ by up to about k ulps
+        bad = ort_mismatch(path, feed, {"y": y1}, 1e-5 * max(1, a.shape[1] / 128))
         if bad:
             print("FAIL: %s: %s: %s" % (name, what, bad))
             return

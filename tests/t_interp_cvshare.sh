@@ -27,7 +27,7 @@ else
 fi
 
 if ! "$PY" -c 'import onnx, numpy' 2>/dev/null; then
-	skip "shared Conv packs through calibration" "$PY lacks onnx/numpy (run scripts/venv.sh)"
+	fail "shared Conv packs through calibration" "$PY lacks onnx/numpy (run scripts/venv.sh)"
 	exit 0
 fi
 cat > "$TMPD/mk.py" <<'PYEOF'

@@ -24,7 +24,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "interpreter fusion tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "interpreter fusion tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 

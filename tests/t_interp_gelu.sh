@@ -20,7 +20,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "interpreter Gelu tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "interpreter Gelu tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 TORCHPY=/usr/bin/python3

@@ -30,7 +30,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "interpreter memory tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "interpreter memory tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 
@@ -171,6 +171,10 @@ for m in cnn transformer mix mixext gemm iffold; do
 	wk=$(sed -n 's/^memory: weights \([0-9.]*\) MiB.*/\1/p' "$TMPD/$m.keep.out")
 	if [ -n "$wr" ] && [ -n "$wk" ] && awk -v a="$wr" -v b="$wk" 'BEGIN { exit !(a < b) }'; then
 		pass "$m: weights held $wk -> $wr MiB"
+	elif ! has_avx512 && { [ "$m" = transformer ] || [ "$m" = gemm ]; } && [ -n "$wr" ] && [ "$wr" = "$wk" ]; then
+		# only AVX-512's kernels pack a copy of the weights, which lets
+		# the original go; OpenBLAS reads the original itself
+		pass "$m: weights held $wk MiB, read in place by OpenBLAS (no AVX-512: nothing packed to release)"
 	else
 		fail "$m: weights figure did not drop" "released '$wr', kept '$wk' MiB"
 	fi

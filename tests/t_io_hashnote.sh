@@ -25,7 +25,7 @@ else
 fi
 
 if ! "$PY" -c 'import onnx, numpy' 2>/dev/null; then
-	skip "stored objects hash to their names" "$PY lacks onnx/numpy (run scripts/venv.sh)"
+	fail "stored objects hash to their names" "$PY lacks onnx/numpy (run scripts/venv.sh)"
 	exit 0
 fi
 cat > "$TMPD/mk.py" <<'PYEOF'

@@ -10,7 +10,7 @@
 # atol 1e-5 (LayerNormalization's outputs are O(1)). The seed is fixed.
 . "$(dirname "$0")/lib/common.sh"
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip kernels_fast "onnx and onnxruntime are not installed (sh scripts/venv.sh)"
+	fail kernels_fast "onnx and onnxruntime are not installed (sh scripts/venv.sh)"
 	exit 0
 fi
 mktmp

@@ -24,7 +24,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "one-hot MatMul tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "one-hot MatMul tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 
@@ -154,7 +154,10 @@ for k in b:
         print("FAIL: output %s: %d elements differ from the full product's bytes" % (k, n)); sys.exit()
     if a[k].tobytes() != t[k].tobytes():
         print("FAIL: output %s differs between 1 and 2 threads" % k); sys.exit()
-bad = ort_mismatch(model, feed, a, 1e-5)
+# float32 sums of k products in another order than onnxruntime's (OpenBLAS
+# without AVX-512) differ by up to about k ulps
+k = max(v.shape[-1] for v in np.load(feed).values())
+bad = ort_mismatch(model, feed, a, 1e-5 * max(1, k / 128))
 print("FAIL: " + bad if bad else "ok")
 EOF
 
@@ -174,6 +177,11 @@ if ! command -v gdb > /dev/null 2>&1; then
 	skip "which path each product takes" "gdb is not installed"
 elif ! gdb -q -batch -ex run --args /bin/true 2>&1 | grep -q 'exited normally'; then
 	skip "which path each product takes" "gdb cannot run a program here (ptrace not allowed?)"
+elif ! has_avx512; then
+	# the one-hot shortcut is a path of the AVX-512 kernel (fgemm.c);
+	# without AVX-512 every product runs on OpenBLAS and the values are
+	# still checked below
+	skip "which path each product takes" "this CPU lacks AVX-512F, where the kernel under test runs"
 else
 	havegdb=1
 fi

@@ -6,7 +6,7 @@
 ROOT="${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
 . "$ROOT/tests/lib/common.sh"
 if ! "$PY" -c 'import onnx.backend.test.case.node' 2>/dev/null; then
-	skip nn_latest "the onnx package is not installed in .venv (scripts/venv.sh)"
+	fail nn_latest "the onnx package is not installed in .venv (scripts/venv.sh)"
 	exit 0
 fi
 mktmp

@@ -26,7 +26,7 @@ mkdir "$TMPD/gen" "$TMPD/lists"
 if [ -d "$TESTDATA/node" ]; then
 	find "$TESTDATA" \( -name '*.onnx' -o -name '*.pb' \) | sort > "$TMPD/lists/testdata.list"
 else
-	skip "testdata" "$TESTDATA not found (install libonnx-testdata)"
+	fail "testdata" "$TESTDATA not found (install libonnx-testdata)"
 fi
 ls "$ROOT"/bench/.cache/*.onnx "$ROOT"/tests/.cache/models/*.onnx "$ROOT"/tests/.cache/models/*/*.onnx \
 	2> /dev/null > "$TMPD/lists/real-models.list"
@@ -141,7 +141,7 @@ EOF
 	fi
 	cd "$ROOT" || exit 2
 else
-	skip "made-models" "$PY lacks onnx/numpy (run scripts/venv.sh)"
+	fail "made-models" "$PY lacks onnx/numpy (run scripts/venv.sh)"
 fi
 
 # --- the check, over those lists ---

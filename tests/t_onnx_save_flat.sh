@@ -13,7 +13,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "one-piece model saves" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "one-piece model saves" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 cd "$TMPD" || exit 2

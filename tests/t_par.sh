@@ -28,7 +28,7 @@ Q=$QUANTMAKE
 c_check par_check "$ROOT/src/ops/par.c"
 
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "pool through the interpreter" "$PY lacks onnx/onnxruntime/numpy (run scripts/venv.sh)"
+	fail "pool through the interpreter" "$PY lacks onnx/onnxruntime/numpy (run scripts/venv.sh)"
 	exit 0
 fi
 

@@ -22,7 +22,7 @@
 # The seed is fixed.
 . "$(dirname "$0")/lib/common.sh"
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip pool_fast "onnx and onnxruntime are not installed (sh scripts/venv.sh)"
+	fail pool_fast "onnx and onnxruntime are not installed (sh scripts/venv.sh)"
 	exit 0
 fi
 mktmp

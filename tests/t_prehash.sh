@@ -11,7 +11,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, numpy' 2>/dev/null; then
-	skip "declared inputs hashed ahead" "$PY lacks onnx/numpy (run scripts/venv.sh)"
+	fail "declared inputs hashed ahead" "$PY lacks onnx/numpy (run scripts/venv.sh)"
 	exit 0
 fi
 

@@ -18,7 +18,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip preprocess "no python oracles in $PY (scripts/venv.sh)"
+	fail preprocess "no python oracles in $PY (scripts/venv.sh)"
 	exit 0
 fi
 P=$TMPD/p

@@ -27,7 +27,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime.quantization, numpy' 2>/dev/null; then
-	skip "qlinear tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "qlinear tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 

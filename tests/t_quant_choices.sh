@@ -16,7 +16,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "quantizer choices" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "quantizer choices" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 

@@ -15,7 +15,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "dynamic quantization of external weights" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "dynamic quantization of external weights" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 X=$TMPD/x

@@ -21,7 +21,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, numpy' 2>/dev/null; then
-	skip "exact weight quantization" "$PY lacks onnx/numpy (run scripts/venv.sh)"
+	fail "exact weight quantization" "$PY lacks onnx/numpy (run scripts/venv.sh)"
 	exit 0
 fi
 

@@ -23,7 +23,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime.quantization, numpy' 2>/dev/null; then
-	skip "LSTM quantization tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "LSTM quantization tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 

@@ -15,7 +15,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime.quantization, numpy' 2>/dev/null; then
-	skip "pattern tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "pattern tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 P=$TMPD/p

@@ -14,7 +14,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "quantize size tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "quantize size tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 

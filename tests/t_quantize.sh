@@ -16,7 +16,7 @@ mktmp
 Q=$QUANTMAKE
 EX=$ROOT/examples/digits
 if ! "$PY" -c 'import onnx, onnxruntime.quantization, numpy' 2>/dev/null; then
-	skip "quantize tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "quantize tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 

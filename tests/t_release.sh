@@ -17,7 +17,7 @@ git config --global advice.detachedHead false
 unset SOURCE_DATE_EPOCH
 export QUANTMAKE_CACHE=
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "release tests" "$PY lacks onnx, onnxruntime or numpy (run scripts/venv.sh)"
+	fail "release tests" "$PY lacks onnx, onnxruntime or numpy (run scripts/venv.sh)"
 	exit 0
 fi
 

@@ -11,7 +11,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "rnn float16 tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "rnn float16 tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 

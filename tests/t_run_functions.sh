@@ -20,7 +20,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "functions" "$PY lacks onnx/onnxruntime/numpy (sh scripts/venv.sh)"
+	fail "functions" "$PY lacks onnx/onnxruntime/numpy (sh scripts/venv.sh)"
 	exit 0
 fi
 M=$TMPD/m

@@ -12,7 +12,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import numpy, onnx, onnxruntime' 2>/dev/null; then
-	skip "signal operators" "$PY lacks numpy/onnx/onnxruntime (run scripts/venv.sh)"
+	fail "signal operators" "$PY lacks numpy/onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 

@@ -19,7 +19,7 @@ mktmp
 Q=$QUANTMAKE
 EX=$ROOT/examples/digits
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "verify tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "verify tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 
@@ -494,13 +494,15 @@ import json, math
 a, b = json.load(open('$TMPD/stacked.json')), json.load(open('$P/build/ds/verify.json'))
 assert a['samples'] == 1 and b['samples'] == 397, (a['samples'], b['samples'])
 assert a['top1'] == b['top1'], (a['top1'], b['top1'])
+# rel_tol 1e-6: without AVX-512 the products run on OpenBLAS, whose
+# kernels for one row and for 397 rows round differently (5e-8 seen)
 for x, y in zip(a['outputs'], b['outputs']):
-    assert math.isclose(x['sqnr_db'], y['sqnr_db'], rel_tol=1e-9), (x, y)
+    assert math.isclose(x['sqnr_db'], y['sqnr_db'], rel_tol=1e-6), (x, y)
 ax = {x['name']: x['sqnr_db'] for x in a['activations']}
 bx = {x['name']: x['sqnr_db'] for x in b['activations']}
 assert ax.keys() == bx.keys() and len(ax) > 2, (ax, bx)
 for k in ax:
-    assert math.isclose(ax[k], bx[k], rel_tol=1e-9), (k, ax[k], bx[k])
+    assert math.isclose(ax[k], bx[k], rel_tol=1e-6), (k, ax[k], bx[k])
 " 2>"$TMPD/err" && pass "a stacked sample gives the figures of one sample per row" ||
 	fail "a stacked sample gives the figures of one sample per row" "$(tail -2 "$TMPD/err") $(grep -v '^ ' "$TMPD/log_rows" | tail -3)"
 

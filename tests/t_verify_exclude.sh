@@ -14,7 +14,7 @@
 mktmp
 Q=$QUANTMAKE
 if ! "$PY" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-	skip "auto-exclusion tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
+	fail "auto-exclusion tests" "$PY lacks onnx/onnxruntime (run scripts/venv.sh)"
 	exit 0
 fi
 

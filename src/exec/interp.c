@@ -2579,7 +2579,9 @@ int interp_run(Interp *ip, size_t nin, const Tensor *in, size_t nout, Tensor *ou
 			f->ref[s] = NULL;
 		return -1;
 	}
-	openblas_set_num_threads(ip->o.threads);
+	/* one thread: OpenBLAS's sums change with its thread count, and a
+	 * build's bytes must not change with -j (see DESIGN.md) */
+	openblas_set_num_threads(1);
 	if (ip->o.tap) /* calibration needs the ranges of the inputs too */
 		for (size_t i = 0; i < p->ninputs; i++)
 			ip->o.tap(ip->o.tap_ud, p->vals[p->inputs[i]].name, f->ref[p->inputs[i]]);

@@ -31,6 +31,13 @@ expect_err() {
 	fi
 }
 
+# does the CPU run AVX-512F? The interpreter's own float kernels
+# (src/ops/fgemm.c and the packed convolutions) exist only there; without
+# it the products run on OpenBLAS
+has_avx512() {
+	grep -qw avx512f /proc/cpuinfo 2>/dev/null
+}
+
 mktmp() {
 	TMPD=$(mktemp -d "${TMPDIR:-/tmp}/qmtest.XXXXXX")
 	trap 'rm -rf "$TMPD"' EXIT

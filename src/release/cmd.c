@@ -784,6 +784,8 @@ int cmd_release(Project *p, const BuildOpts *o, int argc, char **argv)
 		}
 		pv_free(&w);
 	}
+	/* the build reports a directory it cannot use */
+	(void)(mkdir_ignored(o->build_dir) + mkdir_ignored(o->cache_dir));
 	status = build_run(p, o, (int)targets.n, (char **)targets.v);
 	free_words(&targets);
 	/* the build's signal handlers only serve its own loop */

@@ -946,8 +946,10 @@ int verify_models(Model *ref, Model *q, const VerifyOpts *o, VerifyReport *rep)
 			chunk = (int64_t)(STASH_BYTES / per_row) > 1 ? (int64_t)(STASH_BYTES / per_row) : 1;
 		} while (r == 0 && done < rows);
 		tl_free(&tl);
-		if (r == 0)
+		if (r == 0) {
 			rep->nsamples++;
+			rep->nrows_run += rows ? (uint64_t)rows : 1;
+		}
 	}
 	if (r == 0 && o->labels_file && lb.pos != lb.all.numel)
 		r = error("labels file '%s' holds %lld labels, the samples have %lld rows", o->labels_file,

@@ -69,6 +69,8 @@ typedef struct VerifyReport {
 	uint64_t nsamples;
 	int random;
 	uint64_t seed;
+	uint64_t nrows_run;        /* rows compared: a stacked sample's rows, 1
+				      for any other sample */
 	ErrStats *outs;            /* one per output, in graph order */
 	size_t nouts;
 	/* labels (output 0) */

@@ -186,6 +186,36 @@ expect_err "dynamic on opset 9 says to set preprocess.opset = 13" 1 \
 printf 'preprocess.opset = 13\n' >> "$E/rules/main.rules"
 check "... and with preprocess.opset = 13 it builds" "$Q" -C "$E"
 
+# ---- a file of many rows for a fixed batch; random inputs on symbolic spatial dims ----
+"$PY" - "$E" <<'PY'
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto as T
+d = sys.argv[1]
+rng = np.random.default_rng(1)
+w = numpy_helper.from_array(rng.standard_normal((96, 8)).astype(np.float32), "w")
+g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "fx",
+    [helper.make_tensor_value_info("x", T.FLOAT, [1, 16, 96])],
+    [helper.make_tensor_value_info("y", T.FLOAT, [1, 16, 8])], [w])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]); m.ir_version = 7
+onnx.save(m, d + "/models/fixed.onnx")
+np.save(d + "/calib/many.npy", rng.standard_normal((100, 16, 96)).astype(np.float32))
+c = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "c")
+g = helper.make_graph([helper.make_node("Conv", ["x", "c"], ["y"])], "cv",
+    [helper.make_tensor_value_info("x", T.FLOAT, ["n", 3, "h", "w"])],
+    [helper.make_tensor_value_info("y", T.FLOAT, ["n", 4, "h2", "w2"])], [c])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]); m.ir_version = 7
+onnx.save(m, d + "/models/conv.onnx")
+PY
+printf '[model fx]\nsource = models/fixed.onnx\nquantize = static\nquantize.calibration = calib/many.npy\n' > "$E/rules/main.rules"
+expect_err "many rows for a fixed batch: the file named, what to do" 1 \
+	"calibration sample 1: input 'x' is float \[100,16,96\], expected float \[1,16,96\] \(in .*calib/many.npy\): the file stacks 100 rows but the model's batch is fixed at 1; save each sample in its own file" "$Q" -C "$E"
+printf '[model cv]\nsource = models/conv.onnx\nquantize = dynamic\nverify.data = random\n' > "$E/rules/main.rules"
+expect_err "random inputs on symbolic spatial dims: says they are 1, asks for real samples" 1 \
+	"verify.data = random gives dimensions 2, 3 of input 'x' the size 1: give real samples in verify.data" "$Q" -C "$E"
+printf '[model cv]\nsource = models/mm.onnx\nquantize = dynamic\nverify.data = random\n' > "$E/rules/main.rules"
+"$Q" -C "$E" > "$TMPD/rv" 2>&1
+grep -q "verify: cv: 16 random samples$" "$TMPD/rv" && pass "random inputs with only a symbolic batch: no note" || fail "random inputs with only a symbolic batch: no note" "$(grep 'verify: cv' "$TMPD/rv")"
+
 # ---- reserved names ----
 for n in inspect targets all release; do
 	printf '[model ok]\nsource = models/mm.onnx\n\n[model %s]\nsource = models/mm.onnx\n' "$n" > "$E/rules/main.rules"

@@ -515,7 +515,8 @@ static const Onnx__ValueInfoProto *graph_input(const Model *m, const char *name)
 /* Match sample tensors to the model's inputs the way interp_run_sample
  * does, checking element type and shape; by[i] is the tensor feeding
  * input i. */
-static int check_sample(Model *m, Interp *ip, uint64_t idx, const TensorList *tl, const Tensor **by)
+static int check_sample(Model *m, Interp *ip, const SampleIter *it, uint64_t idx, const TensorList *tl,
+			const Tensor **by)
 {
 	size_t nin = interp_ninputs(ip), next_unnamed = 0;
 	for (size_t i = 0; i < nin; i++) {
@@ -562,8 +563,20 @@ static int check_sample(Model *m, Interp *ip, uint64_t idx, const TensorList *tl
 			return -1;
 		}
 		shape_str(t->rank, t->dims, got, sizeof got);
-		error("calibration sample %llu: input '%s' is %s %s, expected %s", (unsigned long long)idx + 1, name,
-		      dtype_name(t->dtype), got, want.buf);
+		/* a file of many rows for an input of a fixed batch: the commonest
+		 * way to keep calibration data, and one the model cannot take */
+		int rows = rank >= 1 && t->dtype == dtype && t->rank == rank && dims[0] > 0 && t->dims[0] > dims[0] &&
+			   t->dims[0] % dims[0] == 0;
+		for (int k = 1; rows && k < rank; k++)
+			rows = dims[k] < 0 || dims[k] == t->dims[k];
+		const char *file = samples_path(it, (size_t)idx);
+		if (rows)
+			error("calibration sample %llu: input '%s' is %s %s, expected %s (in %s): the file stacks %lld rows but the model's batch is fixed at %lld; save each sample in its own file (a directory of .npy files), or export the model with a symbolic batch dimension",
+			      (unsigned long long)idx + 1, name, dtype_name(t->dtype), got, want.buf, file ? file : "?",
+			      (long long)t->dims[0], (long long)dims[0]);
+		else
+			error("calibration sample %llu: input '%s' is %s %s, expected %s (in %s)", (unsigned long long)idx + 1,
+			      name, dtype_name(t->dtype), got, want.buf, file ? file : "?");
 		sb_release(&want);
 		return -1;
 	}
@@ -1017,7 +1030,7 @@ static int run_pass(Pass *p)
 	Held h = {0};
 	while (p->mode == PROBING && (r = samples_next(it, &h.tl)) == 1) {
 		h.by = xcalloc(p->nin ? p->nin : 1, sizeof *h.by);
-		if (check_sample(p->m, p->ip, idx, &h.tl, h.by) < 0) {
+		if (check_sample(p->m, p->ip, it, idx, &h.tl, h.by) < 0) {
 			held_free(&h);
 			return -1;
 		}
@@ -1191,7 +1204,7 @@ static int read_sample(Worker *w, Unit *u, size_t k)
 	if (samples_read(w->sh->it, idx, &h->tl) < 0)
 		return error_prefix("calibration sample %llu", (unsigned long long)idx + 1);
 	h->by = xcalloc(w->sh->p->nin ? w->sh->p->nin : 1, sizeof *h->by);
-	return check_sample(w->sh->p->m, w->ip, idx, &h->tl, h->by);
+	return check_sample(w->sh->p->m, w->ip, w->sh->it, idx, &h->tl, h->by);
 }
 
 /* the joining samples of u (the first nb of its range) stacked as one

@@ -364,6 +364,9 @@ void verify_summary(const VerifyReport *rep, const char *model, FILE *log)
 		rep->random ? "random " : "", rep->nsamples == 1 ? "" : "s");
 	if (rep->nrows_run > rep->nsamples)
 		fprintf(log, " (%llu rows)", (unsigned long long)rep->nrows_run);
+	if (rep->random_ones)
+		fprintf(log, "; random inputs give %s the size 1: real samples in verify.data give figures that hold",
+			rep->random_ones);
 	fputc('\n', log);
 	for (size_t i = 0; i < rep->nouts; i++) {
 		const ErrStats *e = &rep->outs[i];

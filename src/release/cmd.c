@@ -105,6 +105,12 @@ static int cmpstrp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* is key among the n sorted strings of v (v may be NULL when n is 0)? */
+static int in_sorted(void *const *key, char *const *v, size_t n)
+{
+	return n && bsearch(key, v, n, sizeof *v, cmpstrp);
+}
+
 static void add_dep(PtrVec *deps, const char *path)
 {
 	for (size_t i = 0; i < deps->n; i++)
@@ -351,7 +357,7 @@ static int release_deps(Ctx *c, const Section *r, PtrVec *deps)
 static void untracked_deps(const Stamp *s, const PtrVec *deps, PtrVec *out)
 {
 	for (size_t i = 0; i < deps->n; i++)
-		if (bsearch(&deps->v[i], s->untracked, s->nuntracked, sizeof *s->untracked, cmpstrp))
+		if (in_sorted(&deps->v[i], s->untracked, s->nuntracked))
 			pv_push(out, deps->v[i]);
 }
 
@@ -465,7 +471,7 @@ static json_t *git_json(const Stamp *s, const PtrVec *deps, const PtrVec *unt)
 	json_object_set_new(g, "commit_time", json_integer(s->commit_time));
 	json_t *mod = json_array(), *ut = json_array();
 	for (size_t i = 0; i < deps->n; i++)
-		if (bsearch(&deps->v[i], s->modified, s->nmodified, sizeof *s->modified, cmpstrp))
+		if (in_sorted(&deps->v[i], s->modified, s->nmodified))
 			json_array_append_new(mod, json_string(deps->v[i]));
 	for (size_t i = 0; i < unt->n; i++)
 		json_array_append_new(ut, json_string(unt->v[i]));

@@ -26,6 +26,9 @@ static int cmd_targets(int argc, char **argv);
 static int cmd_keys(int argc, char **argv);
 static int cmd_run_main(int argc, char **argv);
 static int cmd_inspect_main(int argc, char **argv);
+static int cmd_infer_shapes_main(int argc, char **argv);
+static int cmd_preprocess_main(int argc, char **argv);
+static int cmd_convert_main(int argc, char **argv);
 
 static const struct {
 	const char *name;
@@ -41,10 +44,10 @@ static const struct {
 	{"run", cmd_run_main, "run MODEL [-i [NAME=]FILE]... [-d DIR] [-o OUT.npz] [--compare DIR] [--bench N] [-t N]\n"
 			 "                           run a model (a file, or a model's built output) with the built-in interpreter"},
 	{"inspect", cmd_inspect_main, "inspect MODEL [--json]   summarize an ONNX model (a file, or a model's built output)"},
-	{"infer-shapes", cmd_infer_shapes, "infer-shapes IN OUT [--strict]   infer types and shapes"},
-	{"preprocess", cmd_preprocess, "preprocess IN OUT [--passes LIST] [--opset N] [--fold-limit SIZE] [--no-infer]\n"
+	{"infer-shapes", cmd_infer_shapes_main, "infer-shapes IN OUT [--strict]   infer types and shapes"},
+	{"preprocess", cmd_preprocess_main, "preprocess IN OUT [--passes LIST] [--opset N] [--fold-limit SIZE] [--no-infer]\n"
 	 "                           infer shapes and simplify one model (the preprocess stage)"},
-	{"convert", cmd_convert, "convert IN OUT [--external-data NAME] [--threshold BYTES] [--inline]\n"
+	{"convert", cmd_convert_main, "convert IN OUT [--external-data NAME] [--threshold BYTES] [--inline]\n"
 				 "                           re-save a model, moving tensors to/from external data"},
 	{"release", cmd_release_main, "release [--require-clean] [--require-git] [--force] [NAME...]\n"
 				      "                           build and pack releases into dist/ (git-stamped); the build\n"
@@ -408,7 +411,8 @@ static char *model_arg(const char *arg)
 }
 
 /* run the subcommand fn with its first positional argument (after
- * options taking values, listed in valued) turned into a model path */
+ * options taking values, listed in valued) turned into a model path (IN
+ * of infer-shapes, preprocess and convert, MODEL of run and inspect) */
 static int with_model_arg(int (*fn)(int, char **), const char *const *valued, int argc, char **argv)
 {
 	int i;
@@ -444,6 +448,24 @@ static int cmd_inspect_main(int argc, char **argv)
 {
 	static const char *const valued[] = {NULL};
 	return with_model_arg(cmd_inspect, valued, argc, argv);
+}
+
+static int cmd_infer_shapes_main(int argc, char **argv)
+{
+	static const char *const valued[] = {"--skip", NULL};
+	return with_model_arg(cmd_infer_shapes, valued, argc, argv);
+}
+
+static int cmd_preprocess_main(int argc, char **argv)
+{
+	static const char *const valued[] = {"--passes", "--opset", "--fold-limit", NULL};
+	return with_model_arg(cmd_preprocess, valued, argc, argv);
+}
+
+static int cmd_convert_main(int argc, char **argv)
+{
+	static const char *const valued[] = {"--external-data", "--threshold", NULL};
+	return with_model_arg(cmd_convert, valued, argc, argv);
 }
 
 static int cmd_graph(int argc, char **argv)

@@ -129,6 +129,16 @@ st=$?
 	fail "run MODEL-NAME (from a subdirectory) runs build/MODEL/MODEL.onnx" "status $st: $(cat "$TMPD/rn1")"
 "$Q" -C "$P" inspect half > "$TMPD/in" 2>&1 && grep -qi 'float16' "$TMPD/in" &&
 	pass "inspect MODEL-NAME reads the built output" || fail "inspect MODEL-NAME reads the built output" "$(head -5 "$TMPD/in")"
+(cd "$P/sub" && "$Q" infer-shapes half "$TMPD/half-typed.onnx" && "$Q" convert half "$TMPD/half-conv.onnx" &&
+	"$Q" preprocess --opset 17 half "$TMPD/half-pre.onnx") > "$TMPD/ic" 2>&1 && "$PY" -c "
+import onnx, sys
+for f in ['half-typed', 'half-conv', 'half-pre']:
+    m = onnx.load('$TMPD/' + f + '.onnx')
+    onnx.checker.check_model(m)
+    assert m.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16, f
+assert onnx.load('$TMPD/half-pre.onnx').opset_import[0].version == 17
+" >> "$TMPD/ic" 2>&1 && pass "infer-shapes, convert and preprocess take a model name as IN" ||
+	fail "infer-shapes, convert and preprocess take a model name as IN" "$(tail -3 "$TMPD/ic")"
 expect_err "run of a model not built yet says to build it" 2 "model 'iff' is not built yet .*run 'quantmake iff' first" \
 	sh -c "cd '$P' && exec '$Q' run iff"
 expect_err "a name that is no model is still read as a file" 2 "nosuch: No such file" sh -c "cd '$P' && exec '$Q' inspect nosuch"

@@ -423,7 +423,8 @@ static int with_model_arg(int (*fn)(int, char **), const char *const *valued, in
 			if (!strcmp(argv[i], valued[k]))
 				i++;
 	}
-	if (i >= argc)
+	struct stat st;
+	if (i >= argc || stat(argv[i], &st) == 0)
 		return fn(argc, argv);
 	char *path = model_arg(argv[i]);
 	if (!path)

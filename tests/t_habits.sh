@@ -219,6 +219,10 @@ PY
 printf '[model fx]\nsource = models/fixed.onnx\nquantize = static\nquantize.calibration = calib/many.npy\n' > "$E/rules/main.rules"
 expect_err "many rows for a fixed batch: the file named, what to do" 1 \
 	"calibration sample 1: input 'x' is float \[100,16,96\], expected float \[1,16,96\] \(in .*calib/many.npy\): the file stacks 100 rows but the model's batch is fixed at 1; save each sample in its own file" "$Q" -C "$E"
+printf '[model st]\nsource = models/mm.onnx\nquantize = static\nquantize.calibration = calib/rows.npy\n' > "$E/rules/main.rules"
+"$Q" -C "$E" > "$TMPD/st" 2>&1
+grep -q "^calibrate: 1 sample (37 rows), " "$TMPD/st" && pass "calibration on one file of 37 rows says so" ||
+	fail "calibration on one file of 37 rows says so" "$(grep 'calibrate:' "$TMPD/st")"
 printf '[model cv]\nsource = models/conv.onnx\nquantize = dynamic\nverify.data = random\n' > "$E/rules/main.rules"
 expect_err "random inputs on symbolic spatial dims: says they are 1, asks for real samples" 1 \
 	"verify.data = random gives dimensions 2, 3 of input 'x' the size 1: give real samples in verify.data" "$Q" -C "$E"

@@ -22,7 +22,7 @@ int cmd_infer_shapes(int argc, char **argv);
  * [--no-infer] (src/preprocess/cmd.c) */
 int cmd_preprocess(int argc, char **argv);
 
-/* quantmake release [--require-clean] [--require-git] [NAME...]: build and
+/* quantmake release [--require-clean] [--require-git] [--force] [NAME...]: build and
  * pack releases; p and o come from the driver's global options
  * (src/release/cmd.c) */
 struct Project;

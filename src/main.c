@@ -1,9 +1,11 @@
 /* main.c — command line: subcommands and make-style build options. */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "build.h"
@@ -12,6 +14,7 @@
 #include "heap.h"
 #include "commands.h"
 #include "rules/rules.h"
+#include "stages/stage.h"
 #include "util.h"
 
 static int cmd_clean(int argc, char **argv);
@@ -20,6 +23,13 @@ static int cmd_gc(int argc, char **argv);
 static int cmd_fsck(int argc, char **argv);
 static int cmd_graph(int argc, char **argv);
 static int cmd_release_main(int argc, char **argv);
+static int cmd_targets(int argc, char **argv);
+static int cmd_keys(int argc, char **argv);
+static int cmd_run_main(int argc, char **argv);
+static int cmd_inspect_main(int argc, char **argv);
+static int cmd_infer_shapes_main(int argc, char **argv);
+static int cmd_preprocess_main(int argc, char **argv);
+static int cmd_convert_main(int argc, char **argv);
 
 static const struct {
 	const char *name;
@@ -33,25 +43,43 @@ static const struct {
 		       "                           within DURATION, default 10m, nor those being built)"},
 	{"fsck", cmd_fsck, "fsck                     re-hash the cache; remove damaged objects and records"},
 	{"graph", cmd_graph, "graph [TARGET...]        print the action graph (Graphviz dot)"},
-	{"run", cmd_run, "run MODEL [-i [NAME=]FILE]... [-d DIR] [-o OUT.npz] [--compare DIR] [--bench N] [-t N]\n"
-			 "                           run a model with the built-in interpreter"},
-	{"inspect", cmd_inspect, "inspect MODEL [--json]   summarize an ONNX model"},
-	{"infer-shapes", cmd_infer_shapes, "infer-shapes IN OUT [--strict]   infer types and shapes"},
-	{"preprocess", cmd_preprocess, "preprocess IN OUT [--passes LIST] [--opset N] [--fold-limit SIZE] [--no-infer]\n"
+	{"targets", cmd_targets, "targets                  list the targets: all, every model, every MODEL:STAGE"},
+	{"keys", cmd_keys, "keys [--man]             list every rule-file key with its default and meaning"},
+	{"run", cmd_run_main, "run MODEL [-i [NAME=]FILE]... [-d DIR] [-o OUT.npz] [--compare DIR] [--bench N] [-t N]\n"
+			 "                           run a model (a file, or a model's built output) with the built-in interpreter"},
+	{"inspect", cmd_inspect_main, "inspect MODEL [--json]   summarize an ONNX model (a file, or a model's built output)"},
+	{"infer-shapes", cmd_infer_shapes_main, "infer-shapes IN OUT [--strict]   infer types and shapes"},
+	{"preprocess", cmd_preprocess_main, "preprocess IN OUT [--passes LIST] [--opset N] [--fold-limit SIZE] [--no-infer]\n"
 	 "                           infer shapes and simplify one model (the preprocess stage)"},
-	{"convert", cmd_convert, "convert IN OUT [--external-data NAME] [--threshold BYTES] [--inline]\n"
+	{"convert", cmd_convert_main, "convert IN OUT [--external-data NAME] [--threshold BYTES] [--inline]\n"
 				 "                           re-save a model, moving tensors to/from external data"},
-	{"release", cmd_release_main, "release [--require-clean] [--require-git] [NAME...]\n"
-				      "                           build and pack releases into dist/ (git-stamped)"},
+	{"release", cmd_release_main, "release [--require-clean] [--require-git] [--force] [NAME...]\n"
+				      "                           build and pack releases into dist/ (git-stamped); the build\n"
+				      "                           options below apply, before or after 'release'"},
 	{"verify-release", cmd_verify_release, "verify-release ARCHIVE    re-hash an archive against its MANIFEST.json"},
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: quantmake [-C DIR] [-f FILE] [-j N] [-k] [-n] [-B] [--explain] [TARGET...]\n"
-		   "       quantmake COMMAND [ARGS...]\n\ncommands:\n");
+	fprintf(f, "usage: quantmake [OPTION...] [TARGET...]\n"
+		   "       quantmake [OPTION...] COMMAND [ARGS...]\n\n"
+		   "targets: all (the default), MODEL, MODEL:STAGE (quantmake targets lists them)\n\n"
+		   "options:\n"
+		   "  -C DIR, --directory DIR  change to DIR first (else the project root is found\n"
+		   "                           upward from the current directory, as git does)\n"
+		   "  -f FILE, --file FILE     read this rule file instead of rules/*.rules\n"
+		   "  -j N, --jobs N           run up to N actions at once (default: the CPUs, or\n"
+		   "                           make's jobserver under make)\n"
+		   "  -k, --keep-going         go on with the other models after a failure\n"
+		   "  -n, --dry-run            print what would run, run nothing\n"
+		   "  -B, --always-make        run every action again, ignoring the cache\n"
+		   "  --explain                say why each action runs\n"
+		   "  -h, --help               print this help\n"
+		   "  --version                print the version\n\n"
+		   "commands:\n");
 	for (size_t i = 0; i < ARRAY_LEN(commands); i++)
 		fprintf(f, "  %s\n", commands[i].help);
+	fprintf(f, "\nexit status: 0 success, 1 a stage (or a verify gate) failed, 2 a usage or rule-file error\n");
 }
 
 /* Options shared by builds and project subcommands. */
@@ -59,18 +87,132 @@ static struct {
 	const char *file;
 	int jobs;
 	int keep_going, dry_run, force, explain;
+	int chdir_given;  /* -C: the project is there, no search upward */
 } opt;
 
-static Project *load_project(void)
+static int parse_jobs(const char *s)
+{
+	char *end;
+	long j = strtol(s, &end, 10);
+	if (!*s || *end || j < 1 || j > 1024)
+		fatal("-j expects a number from 1 to 1024, got '%s'", s);
+	return (int)j;
+}
+
+static void change_dir(const char *d)
+{
+	if (chdir(d) < 0)
+		fatal("cannot change to directory '%s':", d);
+	opt.chdir_given = 1;
+}
+
+/* Take the build option at argv[*i] (and its argument) into opt: 1 when
+ * it was one, 0 when not; a missing argument is fatal. The same options
+ * are read before a subcommand that builds and after it. */
+static int build_flag(int argc, char **argv, int *i)
+{
+	const char *a = argv[*i];
+	if (!strcmp(a, "-C") || !strcmp(a, "-f") || !strcmp(a, "-j") || !strcmp(a, "--directory") ||
+	    !strcmp(a, "--file") || !strcmp(a, "--jobs")) {
+		if (*i + 1 >= argc)
+			fatal("option %s needs an argument", a);
+		const char *v = argv[++*i];
+		char c = a[1] == '-' ? (a[2] == 'd' ? 'C' : a[2]) : a[1];
+		if (c == 'C')
+			change_dir(v);
+		else if (c == 'f')
+			opt.file = v;
+		else
+			opt.jobs = parse_jobs(v);
+	} else if (!strncmp(a, "-j", 2) && a[2]) {
+		opt.jobs = parse_jobs(a + 2);
+	} else if (!strncmp(a, "-C", 2) && a[2]) {
+		change_dir(a + 2);
+	} else if (!strcmp(a, "-k") || !strcmp(a, "--keep-going")) {
+		opt.keep_going = 1;
+	} else if (!strcmp(a, "-n") || !strcmp(a, "--dry-run")) {
+		opt.dry_run = 1;
+	} else if (!strcmp(a, "-B") || !strcmp(a, "--always-make")) {
+		opt.force = 1;
+	} else if (!strcmp(a, "--explain")) {
+		opt.explain = 1;
+	} else {
+		return 0;
+	}
+	return 1;
+}
+
+/* does dir/rules hold a *.rules file? */
+static int has_rules(const char *dir)
+{
+	char *r = path_join(dir, "rules");
+	DIR *d = opendir(r);
+	free(r);
+	if (!d)
+		return 0;
+	struct dirent *e;
+	int found = 0;
+	while (!found && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		found = n > 6 && !strcmp(e->d_name + n - 6, ".rules");
+	}
+	closedir(d);
+	return found;
+}
+
+/* The project root: the current directory with -C or -f, else the nearest
+ * directory upward holding rules/NAME.rules (as git finds its work tree);
+ * the current directory when none does (rules_load then says what is
+ * missing). malloc'd. */
+static char *project_root(void)
 {
 	char cwd[PATH_MAX];
 	if (!getcwd(cwd, sizeof cwd))
 		fatal("cannot read the current directory:");
+	if (opt.file || opt.chdir_given || has_rules(cwd))
+		return xstrdup(cwd);
+	char *d = xstrdup(cwd);
+	for (;;) {
+		char *slash = strrchr(d, '/');
+		if (!slash)
+			break;
+		slash[slash == d ? 1 : 0] = 0;
+		if (has_rules(d))
+			return d;
+		if (!strcmp(d, "/"))
+			break;
+	}
+	free(d);
+	return xstrdup(cwd);
+}
+
+/* the names a model cannot take: they are targets or subcommands */
+static const char *reserved_name(const char *name);
+
+static Project *load_project(void)
+{
+	char *root = project_root();
+	char cwd[PATH_MAX];
+	if (getcwd(cwd, sizeof cwd) && strcmp(cwd, root)) {
+		/* as make -C: paths in messages are the root's */
+		if (chdir(root) < 0)
+			fatal("cannot change to directory '%s':", root);
+		fprintf(stderr, "%s: entering directory '%s'\n", argv0, root);
+	}
 	Project *p;
-	if (rules_load(cwd, opt.file, &p) < 0)
+	if (rules_load(root, opt.file, &p) < 0)
 		fatal("%s", errmsg());
+	free(root);
+	for (size_t i = 0; i < p->nmodels; i++) {
+		const Section *m = p->models[i];
+		const char *what = reserved_name(m->name);
+		if (what)
+			fatal("%s:%d: model name '%s' is reserved: it is %s; rename the model", m->file, m->line,
+			      m->name, what);
+	}
 	return p;
 }
+
 
 /* Resolve the cache and build directories: QUANTMAKE_CACHE, then the
  * cache setting, then cache/ at the project root. */
@@ -227,6 +369,176 @@ static int cmd_hash(int argc, char **argv)
 	return r;
 }
 
+/* quantmake targets: what can be built, one per line, as ninja -t targets */
+static int cmd_targets(int argc, char **argv)
+{
+	if (argc > 1) {
+		fprintf(stderr, "usage: quantmake targets\n");
+		return 2;
+	}
+	Project *p = load_project();
+	BuildOpts o;
+	dirs(p, &o);
+	printf("all: every model\n");
+	for (size_t i = 0; i < p->nmodels; i++) {
+		const Section *m = p->models[i];
+		printf("%s: model (%s/%s/%s.onnx)\n", m->name, o.build_dir, m->name, m->name);
+		for (size_t k = 0; stage_table[k]; k++)
+			if (stage_table[k]->wanted(m))
+				printf("%s:%s: stage\n", m->name, stage_table[k]->name);
+	}
+	project_free(p);
+	return 0;
+}
+
+/* one key of `quantmake keys`: plain, or a man page .TP entry */
+static void key_line(int man, const char *sect, const char *key, const char *values, const char *dflt,
+		     const char *help)
+{
+	if (!man) {
+		printf("%s  (%s%s%s%s%s)\n    %s\n", key, sect, dflt ? "; default " : "", dflt ? dflt : "",
+		       values ? "; one of " : "", values ? values : "", help);
+		return;
+	}
+	/* troff: a backslash is \e, a leading dot or quote needs \& */
+	StrBuf sb = {0};
+	sb_printf(&sb, ".TP\n.B %s\n(%s", key, sect);
+	if (dflt)
+		sb_printf(&sb, "; default %s", dflt);
+	if (values) {
+		sb_puts(&sb, "; ");
+		for (const char *v = values; *v; v++)
+			sb_puts(&sb, *v == '|' ? ", " : (char[]){*v, 0});
+	}
+	sb_puts(&sb, ")\n");
+	for (const char *h = help; *h; h++)
+		sb_puts(&sb, *h == '\\' ? "\\e" : (char[]){*h, 0});
+	fwrite(sb.buf, 1, sb.len, stdout);
+	putchar('\n');
+	sb_release(&sb);
+}
+
+/* quantmake keys [--man]: every rule-file key, from the tables the rule
+ * files are checked against (the man page's RULE KEYS is this output) */
+static int cmd_keys(int argc, char **argv)
+{
+	int man = argc == 2 && !strcmp(argv[1], "--man");
+	if (argc > 2 || (argc == 2 && !man)) {
+		fprintf(stderr, "usage: quantmake keys [--man]\n");
+		return 2;
+	}
+	for (const RuleKeyDoc *d = rules_settings_doc; d->key; d++)
+		key_line(man, "[settings]", d->key, NULL, d->dflt, d->help);
+	for (size_t i = 0; stage_table[i]; i++)
+		for (const StageParam *q = stage_table[i]->params; q->key; q++) {
+			char *sect = xasprintf("[model], %s stage", stage_table[i]->name);
+			key_line(man, sect, q->key, q->kind == PARAM_ENUM ? q->values : NULL, q->dflt, q->help);
+			free(sect);
+		}
+	for (const RuleKeyDoc *d = rules_release_doc; d->key; d++)
+		key_line(man, "[release]", d->key, NULL, d->dflt, d->help);
+	return 0;
+}
+
+/* The model argument of run and inspect: a file as given, or, when no
+ * such file exists and the project has a model of that name, its built
+ * output (build/MODEL/MODEL.onnx, from the project root found as for a
+ * build). NULL with a message when the model is not built yet. */
+static char *model_arg(const char *arg)
+{
+	struct stat st;
+	if (stat(arg, &st) == 0 || strchr(arg, '/'))
+		return xstrdup(arg);
+	char *root = project_root();
+	if (opt.file || !has_rules(root)) {
+		free(root);
+		return xstrdup(arg);
+	}
+	char cwd[PATH_MAX] = "";
+	Project *p = NULL;
+	int loaded = getcwd(cwd, sizeof cwd) && chdir(root) == 0 && rules_load(root, NULL, &p) == 0;
+	if (cwd[0] && chdir(cwd) < 0)
+		fatal("cannot change to directory '%s':", cwd);
+	char *out = NULL;
+	if (loaded && project_model(p, arg)) {
+		BuildOpts o;
+		dirs(p, &o);
+		char *bd = o.build_dir[0] == '/' ? xstrdup(o.build_dir) : path_join(root, o.build_dir);
+		out = xasprintf("%s/%s/%s.onnx", bd, arg, arg);
+		free(bd);
+		if (stat(out, &st) < 0) {
+			fprintf(stderr, "%s: model '%s' is not built yet (no %s): run 'quantmake %s' first\n", argv0, arg,
+				out, arg);
+			free(out);
+			out = NULL;
+		}
+	} else {
+		out = xstrdup(arg);
+	}
+	project_free(p);
+	free(root);
+	return out;
+}
+
+/* run the subcommand fn with its first positional argument (after
+ * options taking values, listed in valued) turned into a model path (IN
+ * of infer-shapes, preprocess and convert, MODEL of run and inspect) */
+static int with_model_arg(int (*fn)(int, char **), const char *const *valued, int argc, char **argv)
+{
+	int i;
+	for (i = 1; i < argc; i++) {
+		if (argv[i][0] != '-' || !argv[i][1])
+			break;
+		for (size_t k = 0; valued[k]; k++)
+			if (!strcmp(argv[i], valued[k]))
+				i++;
+	}
+	struct stat st;
+	if (i >= argc || stat(argv[i], &st) == 0)
+		return fn(argc, argv);
+	char *path = model_arg(argv[i]);
+	if (!path)
+		return 2;
+	char **v = xcalloc((size_t)argc + 1, sizeof *v);
+	memcpy(v, argv, (size_t)argc * sizeof *v);
+	v[i] = path;
+	int r = fn(argc, v);
+	free(path);
+	free(v);
+	return r;
+}
+
+static int cmd_run_main(int argc, char **argv)
+{
+	static const char *const valued[] = {"-i", "--input", "-s", "--samples", "-d", "-o", "--compare", "--rtol",
+					     "--atol", "--bench", "-t", "--threads", NULL};
+	return with_model_arg(cmd_run, valued, argc, argv);
+}
+
+static int cmd_inspect_main(int argc, char **argv)
+{
+	static const char *const valued[] = {NULL};
+	return with_model_arg(cmd_inspect, valued, argc, argv);
+}
+
+static int cmd_infer_shapes_main(int argc, char **argv)
+{
+	static const char *const valued[] = {"--skip", NULL};
+	return with_model_arg(cmd_infer_shapes, valued, argc, argv);
+}
+
+static int cmd_preprocess_main(int argc, char **argv)
+{
+	static const char *const valued[] = {"--passes", "--opset", "--fold-limit", NULL};
+	return with_model_arg(cmd_preprocess, valued, argc, argv);
+}
+
+static int cmd_convert_main(int argc, char **argv)
+{
+	static const char *const valued[] = {"--external-data", "--threshold", NULL};
+	return with_model_arg(cmd_convert, valued, argc, argv);
+}
+
 static int cmd_graph(int argc, char **argv)
 {
 	Project *p = load_project();
@@ -239,21 +551,29 @@ static int cmd_graph(int argc, char **argv)
 
 static int cmd_release_main(int argc, char **argv)
 {
+	/* the build options may follow the subcommand (quantmake release -n) */
+	char **rest = xcalloc((size_t)argc + 1, sizeof *rest);
+	int n = 0;
+	for (int i = 0; i < argc; i++)
+		if (i == 0 || !build_flag(argc, argv, &i))
+			rest[n++] = argv[i];
 	Project *p = load_project();
 	BuildOpts o;
 	dirs(p, &o);
-	int r = cmd_release(p, &o, argc, argv);
+	int r = cmd_release(p, &o, n, rest);
 	project_free(p);
+	free(rest);
 	return r;
 }
 
-static int parse_jobs(const char *s)
+static const char *reserved_name(const char *name)
 {
-	char *end;
-	long j = strtol(s, &end, 10);
-	if (!*s || *end || j < 1 || j > 1024)
-		fatal("-j expects a number from 1 to 1024, got '%s'", s);
-	return (int)j;
+	if (!strcmp(name, "all"))
+		return "the target of every model";
+	for (size_t c = 0; c < ARRAY_LEN(commands); c++)
+		if (!strcmp(name, commands[c].name))
+			return "a quantmake subcommand";
+	return NULL;
 }
 
 int main(int argc, char **argv)
@@ -268,29 +588,8 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--version")) {
 			printf("quantmake %s\n", QM_VERSION);
 			return 0;
-		} else if (!strcmp(a, "-C") || !strcmp(a, "-f") || !strcmp(a, "-j")) {
-			if (i + 1 >= argc)
-				fatal("option %s needs an argument", a);
-			const char *v = argv[++i];
-			if (a[1] == 'C' && chdir(v) < 0)
-				fatal("cannot change to directory '%s':", v);
-			if (a[1] == 'f')
-				opt.file = v;
-			if (a[1] == 'j')
-				opt.jobs = parse_jobs(v);
-		} else if (!strncmp(a, "-j", 2) && a[2]) {
-			opt.jobs = parse_jobs(a + 2);
-		} else if (!strncmp(a, "-C", 2) && a[2]) {
-			if (chdir(a + 2) < 0)
-				fatal("cannot change to directory '%s':", a + 2);
-		} else if (!strcmp(a, "-k") || !strcmp(a, "--keep-going")) {
-			opt.keep_going = 1;
-		} else if (!strcmp(a, "-n") || !strcmp(a, "--dry-run")) {
-			opt.dry_run = 1;
-		} else if (!strcmp(a, "-B") || !strcmp(a, "--always-make")) {
-			opt.force = 1;
-		} else if (!strcmp(a, "--explain")) {
-			opt.explain = 1;
+		} else if (build_flag(argc, argv, &i)) {
+			continue;
 		} else if (!strcmp(a, "--")) {
 			i++;
 			break;
@@ -310,6 +609,9 @@ int main(int argc, char **argv)
 	Project *p = load_project();
 	BuildOpts o;
 	dirs(p, &o);
+	/* a directory that cannot be made is reported by the build, which
+	 * says what it needed it for */
+	(void)(mkdir_ignored(o.build_dir) + mkdir_ignored(o.cache_dir));
 	int r = build_run(p, &o, argc - i, argv + i);
 	project_free(p);
 	return r;

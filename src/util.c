@@ -343,6 +343,22 @@ int mkdirs(const char *path)
 	return r;
 }
 
+int mkdir_ignored(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) == 0)
+		return 0;
+	if (errno != ENOENT)
+		return error("cannot read '%s':", path);
+	if (mkdirs(path) < 0)
+		return -1;
+	char *gi = path_join(path, ".gitignore");
+	static const char text[] = "# made by quantmake: everything here is generated\n*\n";
+	int r = write_file_atomic(gi, text, sizeof text - 1);
+	free(gi);
+	return r;
+}
+
 int rmtree(const char *path)
 {
 	struct stat st;

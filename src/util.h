@@ -89,6 +89,11 @@ char *path_dir(const char *path);
 int path_outside(const char *p);
 /* mkdir -p; 0 or -1 with error() */
 int mkdirs(const char *path);
+/* Create a directory that quantmake owns (build/, cache/) with a
+ * .gitignore holding '*', as Cargo, Bazel and DVC do, so a project needs
+ * no edit to keep it out of git; an existing directory is left alone.
+ * 0, or -1 with error(). */
+int mkdir_ignored(const char *path);
 /* rm -rf; 0 or -1 */
 int rmtree(const char *path);
 

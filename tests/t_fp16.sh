@@ -304,7 +304,7 @@ bad "every node excluded refused" \
 	"$(printf '[model x]\nsource = digits.onnx\nquantize = fp16\nquantize.exclude-ops = MatMul Add Relu')" \
 	"no node was converted to float16"
 printf '[model x]\nsource = digits.onnx\nquantize = fp16\nquantize.per-channel = true\n' > "$B2/rules/m.rules"
-expect_err "per-channel with fp16 refused at file:line" 1 "m.rules:4: .*quantize.per-channel is not used by quantize = fp16" \
+expect_err "per-channel with fp16 refused at file:line (when the rules are read)" 2 "m.rules:4: .*quantize.per-channel is not used by quantize = fp16" \
 	"$Q" -C "$B2"
 
 # ---- external weights are converted while the model is saved ----

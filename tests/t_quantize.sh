@@ -649,7 +649,7 @@ bad "qoperator with int8 activations and uint8 weights" 1 "quantize.format = qop
 bad "qoperator with nothing to quantize" 1 "nothing to quantize: none of the 5 nodes could be quantized \('fc1': excluded by quantize.exclude-ops" \
 	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.format = qoperator" \
 	"quantize.exclude-ops = MatMul"
-bad "16-bit activations need qdq" 1 "quantize.activations = int16/uint16 needs quantize.format = qdq" \
+bad "16-bit activations need qdq (when the rules are read)" 2 "quantize.activations = int16/uint16 needs quantize.format = qdq" \
 	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.format = qoperator" \
 	"quantize.activations = int16"
 bad "qoperator ops list" 1 "quantize.ops: Sub cannot be quantized by static QOperator quantization" \
@@ -659,17 +659,17 @@ bad "per-channel needs opset 13" 1 "quantize.per-channel needs opset >= 13.*opse
 	"source = cnn11.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.per-channel = true"
 bad "everything excluded is an error" 1 "nothing to quantize" \
 	"source = float.onnx" "quantize = dynamic" "quantize.exclude-ops = MatMul"
-bad "quantize keys without quantize" 1 "model 'm' sets quantize.weights but not quantize = static \| dynamic" \
+bad "quantize keys without quantize (when the rules are read)" 2 "model 'm' sets quantize.weights but not quantize = static \| dynamic" \
 	"source = float.onnx" "quantize.weights = uint8"
-bad "calibration with dynamic is refused" 1 "quantize.calibration is only used by quantize = static" \
+bad "calibration with dynamic is refused (when the rules are read)" 2 "quantize.calibration is only used by quantize = static" \
 	"source = float.onnx" "quantize = dynamic" "quantize.calibration = good.npy"
-bad "static-only keys with dynamic are refused" 1 "quantize.method is only used by quantize = static" \
+bad "static-only keys with dynamic are refused (when the rules are read)" 2 "quantize.method is only used by quantize = static" \
 	"source = float.onnx" "quantize = dynamic" "quantize.method = entropy"
-bad "target = gpu refuses dynamic with the reason" 1 "quantize.target = gpu cannot run quantize = dynamic: onnxruntime has no GPU kernels for DynamicQuantizeLinear, MatMulInteger and ConvInteger; use quantize = fp16 or quantize = static" \
+bad "target = gpu refuses dynamic with the reason (when the rules are read)" 2 "quantize.target = gpu cannot run quantize = dynamic: onnxruntime has no GPU kernels for DynamicQuantizeLinear, MatMulInteger and ConvInteger; use quantize = fp16 or quantize = static" \
 	"source = float.onnx" "quantize = dynamic" "quantize.target = gpu"
-bad "target = gpu refuses qoperator with the reason" 1 "quantize.target = gpu cannot run quantize.format = qoperator" \
+bad "target = gpu refuses qoperator with the reason (when the rules are read)" 2 "quantize.target = gpu cannot run quantize.format = qoperator" \
 	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.format = qoperator" "quantize.target = gpu"
-bad "percentile without the percentile method" 1 "quantize.percentile is only used by quantize.method = percentile" \
+bad "percentile without the percentile method (when the rules are read)" 2 "quantize.percentile is only used by quantize.method = percentile" \
 	"source = float.onnx" "quantize = static" "quantize.calibration = good.npy" "quantize.percentile = 99"
 
 # ---- weights written as Constant nodes (as silero-vad's exporter does) ----

@@ -210,13 +210,22 @@ m = onnx.load('$P/build/relu/relu.onnx', load_external_data=False)
 sys.exit(1 if any(p.key.startswith('quantmake.') for p in m.metadata_props) else 0)" && pass "build/ and the cache hold unstamped models" || fail "build/ and the cache hold unstamped models"
 
 # ---- SOURCE_DATE_EPOCH sets every mtime ----
-SOURCE_DATE_EPOCH=1000000000 "$Q" -C "$P" release main > /dev/null 2>&1
+cp "$A" "$TMPD/before-epoch.tar.gz"
+expect_err "an archive with other bytes is not overwritten without --force" 1 \
+	"release 'main': 'dist/main-v1.0.tar.gz' exists with other bytes .*give --force" env SOURCE_DATE_EPOCH=1000000000 "$Q" -C "$P" release main
+cmp -s "$A" "$TMPD/before-epoch.tar.gz" && [ -z "$(ls -A "$P/dist" | grep '^\.')" ] &&
+	pass "a refused overwrite leaves the archive and no temporary file" || fail "a refused overwrite leaves the archive and no temporary file" "$(ls -A "$P/dist")"
+"$Q" -C "$P" release main > "$TMPD/same" 2>&1 && grep -q 'unchanged, the same bytes were there' "$TMPD/same" &&
+	pass "the same bytes again: no error, said unchanged" || fail "the same bytes again: no error, said unchanged" "$(cat "$TMPD/same")"
+SOURCE_DATE_EPOCH=1000000000 "$Q" -C "$P" release --force main > /dev/null 2>&1
 "$PY" -c "
 import tarfile,sys
-sys.exit(0 if {m.mtime for m in tarfile.open('$A')} == {1000000000} else 1)" && pass "SOURCE_DATE_EPOCH sets the mtimes" || fail "SOURCE_DATE_EPOCH sets the mtimes"
+sys.exit(0 if {m.mtime for m in tarfile.open('$A')} == {1000000000} else 1)" && pass "SOURCE_DATE_EPOCH (with --force) sets the mtimes" || fail "SOURCE_DATE_EPOCH (with --force) sets the mtimes"
 SOURCE_DATE_EPOCH=soon "$Q" -C "$P" release main > /dev/null 2> "$TMPD/se"
 [ $? -eq 2 ] && grep -q "SOURCE_DATE_EPOCH='soon' is not valid" "$TMPD/se" && pass "a bad SOURCE_DATE_EPOCH is refused" || fail "a bad SOURCE_DATE_EPOCH is refused" "$(cat "$TMPD/se")"
-"$Q" -C "$P" release main > /dev/null 2>&1
+"$Q" -C "$P" release main --force > /dev/null 2>&1
+cmp -s "$A" "$TMPD/a1.tar.gz" && pass "--force after the release names" || fail "--force after the release names"
+
 
 # ---- two clones at the same commit: shared cache, and own caches ----
 git clone -q "$P" "$TMPD/c1" && git clone -q "$P" "$TMPD/c2" && git clone -q "$P" "$TMPD/c3"
@@ -229,6 +238,17 @@ cmp -s "$TMPD/c1/dist/main-v1.0.tar.gz" "$TMPD/c2/dist/main-v1.0.tar.gz" && cmp 
 [ "$(runs "$TMPD/k2")" -eq 0 ] && pass "the second clone hits the shared cache" || fail "the second clone hits the shared cache" "$(cat "$TMPD/k2")"
 cmp -s "$TMPD/c3/dist/main-v1.0.tar.gz" "$A" && [ "$(runs "$TMPD/k3")" -gt 0 ] &&
 	pass "a clone with its own cache builds and gives the same bytes" || fail "a clone with its own cache builds and gives the same bytes" "$(cat "$TMPD/k3")"
+
+# ---- the same commit from a detached checkout and from branch release/v0.1 ----
+git clone -q "$P" "$TMPD/c5" && (cd "$TMPD/c5" && git checkout -q --detach v1.0)
+git clone -q "$P" "$TMPD/c6" && (cd "$TMPD/c6" && git checkout -q -b release/v0.1)
+QUANTMAKE_CACHE=$SC "$Q" -C "$TMPD/c5" release main > "$TMPD/k5" 2>&1
+QUANTMAKE_CACHE=$SC "$Q" -C "$TMPD/c6" release main > "$TMPD/k6" 2>&1
+cmp -s "$TMPD/c5/dist/main-v1.0.tar.gz" "$A" && pass "a detached checkout (as CI) gives the same bytes as main" ||
+	fail "a detached checkout (as CI) gives the same bytes as main" "$(cat "$TMPD/k5"; ls "$TMPD/c5/dist")"
+cmp -s "$TMPD/c6/dist/main-v1.0.tar.gz" "$A" && pass "branch release/v0.1 at the same commit gives the same bytes" ||
+	fail "branch release/v0.1 at the same commit gives the same bytes" "$(cat "$TMPD/k6"; ls "$TMPD/c6/dist")"
+tar xzf "$A" -O main-v1.0/MANIFEST.json | grep -q '"branch"' && fail "no branch name in the manifest" || pass "no branch name in the manifest"
 
 # ---- another branch with the same model inputs: no stage rebuilt ----
 (cd "$TMPD/c1" && git checkout -q -b feature && echo "new notes" > README.md && git commit -qam "notes")
@@ -246,11 +266,11 @@ mkdir -p "$TMPD/bx" && tar xzf "$B" -C "$TMPD/bx"
 "$PY" -c "
 import json, onnx, sys
 m = json.load(open('$TMPD/bm.json'))
-assert m['git']['commit'] == '$C2' and m['git']['branch'] == 'feature', m['git']
+assert m['git']['commit'] == '$C2' and 'branch' not in m['git'], m['git']
 assert m['git']['describe'].startswith('v1.0-1-g'), m['git']
 p = {x.key: x.value for x in onnx.load('$TMPD/bx/$(basename "$B" .tar.gz)/relu/relu.onnx').metadata_props}
-assert p['quantmake.git.commit'] == '$C2' and p['quantmake.git.branch'] == 'feature', p
-" > "$TMPD/bp" 2>&1 && pass "the branch's commit is in the manifest and the model" || fail "the branch's commit is in the manifest and the model" "$(tail -2 "$TMPD/bp")"
+assert p['quantmake.git.commit'] == '$C2' and 'quantmake.git.branch' not in p, p
+" > "$TMPD/bp" 2>&1 && pass "the branch's commit (not its name) is in the manifest and the model" || fail "the branch's commit (not its name) is in the manifest and the model" "$(tail -2 "$TMPD/bp")"
 
 # ---- a dirty tree ----
 echo "local edit" >> "$P/README.md"
@@ -267,7 +287,35 @@ expect_err "--require-clean refuses a dirty tree" 1 "uncommitted changes \(READM
 [ ! -e "$D" ] && pass "--require-clean leaves no archive" || fail "--require-clean leaves no archive"
 (cd "$P" && git checkout -q README.md)
 "$Q" -C "$P" release --require-clean --require-git main > "$TMPD/d2" 2>&1 && cmp -s "$A" "$TMPD/a1.tar.gz" &&
-	pass "untracked files leave the tree clean" || fail "untracked files leave the tree clean" "$(cat "$TMPD/d2")"
+	pass "untracked files outside the release leave it clean" || fail "untracked files outside the release leave it clean" "$(cat "$TMPD/d2")"
+
+# ---- untracked files that enter a release: a rule file, a `files` glob ----
+U=$TMPD/u
+newproj "$U" > /dev/null 2>&1
+mkdir -p "$U/data" && echo tracked > "$U/data/a.npy"
+printf '\n[release d]\nmodels = relu\nfiles = data/*.npy\n' >> "$U/rules/main.rules"
+(cd "$U" && git add -A && git commit -qm data)
+"$Q" -C "$U" release d > /dev/null 2>&1
+DC=$(ls "$U"/dist/d-*.tar.gz)
+echo secret > "$U/data/secret_untracked.npy"
+expect_err "--require-clean refuses an untracked file a files glob takes, named" 1 \
+	"release 'd': git does not track data/secret_untracked.npy, which enters the release: add it to git" "$Q" -C "$U" release --require-clean d
+"$Q" -C "$U" release d > "$TMPD/u1" 2>&1
+DD=$U/dist/$(basename "$DC" .tar.gz)-dirty.tar.gz
+[ -f "$DD" ] && tar xzf "$DD" -O "$(basename "$DD" .tar.gz)/MANIFEST.json" | "$PY" -c "
+import json, sys
+g = json.load(sys.stdin)['git']
+sys.exit(0 if g['dirty'] is True and g['describe'].endswith('-dirty') and g['untracked_inputs'] == ['data/secret_untracked.npy'] else 1)" &&
+	grep -q "stamped dirty: git does not track data/secret_untracked.npy" "$TMPD/u1" &&
+	pass "an untracked file in the release: stamped dirty, named" || fail "an untracked file in the release: stamped dirty, named" "$(cat "$TMPD/u1"; ls "$U/dist")"
+rm "$U/data/secret_untracked.npy"
+printf '[model extra]\nsource = models/abs.onnx\n' > "$U/rules/extra.rules"
+rm -rf "$U/build"
+expect_err "--require-clean refuses an untracked rule file, before building" 1 \
+	"release 'main': git does not track rules/extra.rules, which enters the release" "$Q" -C "$U" release --require-clean main
+[ ! -e "$U/build/relu" ] && pass "a release refused for an untracked rule file builds nothing" || fail "a release refused for an untracked rule file builds nothing" "$(ls "$U/build")"
+"$Q" -C "$U" release main > "$TMPD/u2" 2>&1
+ls "$U"/dist/main-v1.0-*-dirty.tar.gz > /dev/null 2>&1 && pass "an untracked rule file makes the release dirty" || fail "an untracked rule file makes the release dirty" "$(cat "$TMPD/u2"; ls "$U/dist")"
 
 # ---- outside git ----
 N=$TMPD/nogit
@@ -386,7 +434,7 @@ else
 	skip "an unwritable dist/" "running as root, permissions do not stop writes"
 fi
 chmod 755 "$B2/dist"
-expect_err "unknown release option" 2 "unknown option '--force'" "$Q" -C "$B2" release --force
+expect_err "unknown release option" 2 "unknown option '--frobnicate'" "$Q" -C "$B2" release --frobnicate
 printf '[model relu]\nsource = models/relu.onnx\n' > "$B2/rules/main.rules"
 expect_err "no release section" 2 "no \[release NAME\] section" "$Q" -C "$B2" release
 exit 0

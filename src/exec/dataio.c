@@ -1146,6 +1146,11 @@ struct SampleIter {
 	size_t n, cap, next;
 };
 
+const char *samples_path(const SampleIter *it, size_t i)
+{
+	return i < it->n ? it->src[i].path : NULL;
+}
+
 static void add_src(SampleIter *it, const char *path, int kind)
 {
 	if (it->n == it->cap) {

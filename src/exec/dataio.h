@@ -74,6 +74,8 @@ int samples_next(SampleIter *it, TensorList *out);
 /* the same for sample i (0 past the last), leaving the position alone:
  * threads may read samples of one iterator side by side */
 int samples_read(const SampleIter *it, size_t i, TensorList *out);
+/* the file or directory sample i is read from (NULL past the last) */
+const char *samples_path(const SampleIter *it, size_t i);
 /* restart from the first sample */
 void samples_rewind(SampleIter *it);
 void samples_close(SampleIter *it);

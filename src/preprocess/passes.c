@@ -100,13 +100,28 @@ static int clean_value_info(PrepCtx *c, Onnx__GraphProto *g)
 	return pg_each_subgraph(c, g, clean_value_info);
 }
 
+/* nodes of g and of every subgraph (If branches, Loop and Scan bodies) */
+static size_t count_nodes(const Onnx__GraphProto *g)
+{
+	size_t n = g->n_node;
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_attribute; k++) {
+			const Onnx__AttributeProto *a = g->node[i]->attribute[k];
+			if (a->g)
+				n += count_nodes(a->g);
+			for (size_t j = 0; j < a->n_graphs; j++)
+				n += count_nodes(a->graphs[j]);
+		}
+	return n;
+}
+
 int prep_run(Model *m, const PrepOpts *o, PrepReport *r)
 {
 	Onnx__GraphProto *g = m->proto->graph;
 	memset(r, 0, sizeof *r);
 	if (!g)
 		return error("preprocess: the model has no graph");
-	r->nodes_before = g->n_node;
+	r->nodes_before = count_nodes(g);
 	r->inits_before = g->n_initializer;
 	r->opset_from = r->opset_to = model_opset(m->proto, "");
 	if (o->opset && prep_opset(m, o->opset, &r->opset_changed) < 0)
@@ -140,7 +155,7 @@ int prep_run(Model *m, const PrepOpts *o, PrepReport *r)
 	if (rc == 0)
 		rc = clean_value_info(&c, g);
 	strmap_free_keys(&c.names);
-	r->nodes_after = g->n_node;
+	r->nodes_after = count_nodes(g);
 	r->inits_after = g->n_initializer;
 	return rc;
 }

@@ -56,7 +56,7 @@ typedef struct PrepOpts {
 typedef struct PrepReport {
 	PrepStat stat[PREP_NPASSES];
 	size_t rounds;
-	size_t nodes_before, nodes_after;   /* main graph */
+	size_t nodes_before, nodes_after;   /* main graph and subgraphs */
 	size_t inits_before, inits_after;
 	int64_t opset_from, opset_to;       /* default-domain opset before/after */
 	size_t opset_changed;               /* nodes the opset upgrade rewrote */

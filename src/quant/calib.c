@@ -515,8 +515,10 @@ static const Onnx__ValueInfoProto *graph_input(const Model *m, const char *name)
 /* Match sample tensors to the model's inputs the way interp_run_sample
  * does, checking element type and shape; by[i] is the tensor feeding
  * input i. */
-static int check_sample(Model *m, Interp *ip, uint64_t idx, const TensorList *tl, const Tensor **by)
+static int check_sample(Model *m, Interp *ip, const SampleIter *it, uint64_t idx, const TensorList *tl,
+			const Tensor **by, int64_t *rows_at)
 {
+	rows_at[idx] = 1;
 	size_t nin = interp_ninputs(ip), next_unnamed = 0;
 	for (size_t i = 0; i < nin; i++) {
 		const char *name = interp_input_name(ip, i);
@@ -542,6 +544,8 @@ static int check_sample(Model *m, Interp *ip, uint64_t idx, const TensorList *tl
 				bad = 1;
 		if (!bad) {
 			by[i] = t;
+			if (rows_at[idx] == 1 && rank >= 1 && dims[0] < 0 && t->rank >= 1 && t->dims[0] > 1)
+				rows_at[idx] = t->dims[0];
 			continue;
 		}
 		/* (the expected type and shape are spelled out only for an error) */
@@ -562,8 +566,20 @@ static int check_sample(Model *m, Interp *ip, uint64_t idx, const TensorList *tl
 			return -1;
 		}
 		shape_str(t->rank, t->dims, got, sizeof got);
-		error("calibration sample %llu: input '%s' is %s %s, expected %s", (unsigned long long)idx + 1, name,
-		      dtype_name(t->dtype), got, want.buf);
+		/* a file of many rows for an input of a fixed batch: the commonest
+		 * way to keep calibration data, and one the model cannot take */
+		int rows = rank >= 1 && t->dtype == dtype && t->rank == rank && dims[0] > 0 && t->dims[0] > dims[0] &&
+			   t->dims[0] % dims[0] == 0;
+		for (int k = 1; rows && k < rank; k++)
+			rows = dims[k] < 0 || dims[k] == t->dims[k];
+		const char *file = samples_path(it, (size_t)idx);
+		if (rows)
+			error("calibration sample %llu: input '%s' is %s %s, expected %s (in %s): the file stacks %lld rows but the model's batch is fixed at %lld; save each sample in its own file (a directory of .npy files), or export the model with a symbolic batch dimension",
+			      (unsigned long long)idx + 1, name, dtype_name(t->dtype), got, want.buf, file ? file : "?",
+			      (long long)t->dims[0], (long long)dims[0]);
+		else
+			error("calibration sample %llu: input '%s' is %s %s, expected %s (in %s)", (unsigned long long)idx + 1,
+			      name, dtype_name(t->dtype), got, want.buf, file ? file : "?");
 		sb_release(&want);
 		return -1;
 	}
@@ -774,6 +790,10 @@ typedef struct Pass {
 	int workers;            /* threads to run units on */
 	SampleIter *it;
 	struct Crew *crew;      /* the threads running units, once started */
+	int64_t *rows_at;       /* per sample: its rows (the first dimension
+				   of an input whose batch is open), else 1;
+				   set by whichever thread checks the sample,
+				   the same value if it is read again */
 } Pass;
 
 static void collector_clone(Collector *c, const Collector *main);
@@ -1017,7 +1037,7 @@ static int run_pass(Pass *p)
 	Held h = {0};
 	while (p->mode == PROBING && (r = samples_next(it, &h.tl)) == 1) {
 		h.by = xcalloc(p->nin ? p->nin : 1, sizeof *h.by);
-		if (check_sample(p->m, p->ip, idx, &h.tl, h.by) < 0) {
+		if (check_sample(p->m, p->ip, it, idx, &h.tl, h.by, p->rows_at) < 0) {
 			held_free(&h);
 			return -1;
 		}
@@ -1191,7 +1211,7 @@ static int read_sample(Worker *w, Unit *u, size_t k)
 	if (samples_read(w->sh->it, idx, &h->tl) < 0)
 		return error_prefix("calibration sample %llu", (unsigned long long)idx + 1);
 	h->by = xcalloc(w->sh->p->nin ? w->sh->p->nin : 1, sizeof *h->by);
-	return check_sample(w->sh->p->m, w->ip, idx, &h->tl, h->by);
+	return check_sample(w->sh->p->m, w->ip, w->sh->it, idx, &h->tl, h->by, w->sh->p->rows_at);
 }
 
 /* the joining samples of u (the first nb of its range) stacked as one
@@ -1846,11 +1866,13 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 	if (r == 0 && samples_count(it) == 0)
 		r = error("the calibration set is empty: quantize.calibration matches no sample");
 	double t0 = now_sec();
+	uint64_t rows = 0;
 	if (r == 0) {
 		p = xcalloc(1, sizeof *p);
 		*p = (Pass){.m = m, .ip = ip, .col = &col, .log = log, .nin = interp_ninputs(ip),
 			    .nout = interp_noutputs(ip), .bmax = 1, .workers = threads, .it = it};
 		p->axis = xcalloc(p->nin ? p->nin : 1, sizeof *p->axis);
+		p->rows_at = xcalloc(samples_count(it), sizeof *p->rows_at);
 		p->mode = batchable(ip, p->axis) ? PROBING : ONE_AT_A_TIME;
 		/* a shared float input is tapped once a batch: count it per
 		 * sample, as a Constant */
@@ -1865,6 +1887,8 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 			crew_start(p, SIZE_MAX);
 		r = run_pass(p);
 		crew_end(p, 0); /* (after a failure in the probe) */
+		for (uint64_t k = 0; r == 0 && k < s->nsamples; k++)
+			rows += (uint64_t)p->rows_at[k];
 		release_held(p);
 		collector_unclone(&p->refcol);
 		for (size_t i = 0; p->ref.by && i < p->nin; i++) {
@@ -1873,6 +1897,7 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 		}
 		free(p->ref.by);
 		free(p->axis);
+		free(p->rows_at);
 		free(p);
 	}
 	for (size_t i = 0; r == 0 && i < s->n; i++)
@@ -1881,9 +1906,12 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 	for (size_t i = 0; r == 0 && i < s->n; i++)
 		if (col.alias[i] != SIZE_MAX)
 			copy_stats(s, &s->t[i], &s->t[col.alias[i]]);
-	if (r == 0 && log)
-		fprintf(log, "calibrate: %llu samples, %zu tensors, %.2f s\n", (unsigned long long)s->nsamples,
-			s->n, now_sec() - t0);
+	if (r == 0 && log) {
+		fprintf(log, "calibrate: %llu sample%s", (unsigned long long)s->nsamples, s->nsamples == 1 ? "" : "s");
+		if (rows > s->nsamples)
+			fprintf(log, " (%llu rows)", (unsigned long long)rows);
+		fprintf(log, ", %zu tensors, %.2f s\n", s->n, now_sec() - t0);
+	}
 	if (it)
 		samples_close(it);
 	if (ip)

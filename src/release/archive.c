@@ -8,7 +8,9 @@
  * writes no timestamp; zip writes DOS times computed in UTC. Entries are
  * written in the order given (sorted by the caller). The archive is written
  * to a temporary name beside its final one and renamed into place when
- * complete; an error or a signal removes it. */
+ * complete; an error or a signal removes it. An archive already at the
+ * final name stays when it holds the same bytes and is refused when it
+ * does not, unless the caller forces the replacement. */
 #include "release/release.h"
 
 #include <archive.h>
@@ -154,8 +156,22 @@ static int write_entry(struct archive *a, const char *top, Entry *e, int64_t mti
 	return ret;
 }
 
+/* 1 when files a and b hold the same bytes, 0 when not, -1 with error() */
+static int same_bytes(const char *a, const char *b)
+{
+	Hash ha, hb;
+	struct stat sa, sb;
+	if (stat(a, &sa) < 0 || stat(b, &sb) < 0)
+		return error("cannot read '%s':", stat(a, &sa) < 0 ? a : b);
+	if (sa.st_size != sb.st_size)
+		return 0;
+	if (hash_file(a, &ha) < 0 || hash_file(b, &hb) < 0)
+		return -1;
+	return hash_eq(ha, hb);
+}
+
 int archive_write_release(const char *path, const char *format, const char *top, EntryList *l,
-			  int64_t mtime)
+			  int64_t mtime, int force)
 {
 	char *dir = path_dir(path);
 	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
@@ -212,9 +228,20 @@ int archive_write_release(const char *path, const char *format, const char *top,
 	}
 	if (close(fd) < 0 && ret == 0)
 		ret = error("cannot write '%s':", tmp_path);
+	struct stat st;
+	if (ret == 0 && !force && lstat(path, &st) == 0) {
+		int same = S_ISREG(st.st_mode) ? same_bytes(tmp_path, path) : 0;
+		if (same == 1)
+			ret = 1;
+		else if (same == 0)
+			ret = error("'%s' exists with other bytes (another commit, work tree or quantmake version made it): remove it, or give --force to replace it",
+				    path);
+		else
+			ret = -1;
+	}
 	if (ret == 0 && rename(tmp_path, path) < 0)
 		ret = error("cannot rename '%s' to '%s':", tmp_path, path);
-	if (ret < 0)
+	if (ret != 0)
 		unlink(tmp_path);
 	tmp_live = 0;
 	for (int i = 0; i < 3; i++)

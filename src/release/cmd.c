@@ -31,7 +31,7 @@
 #include "util.h"
 
 typedef struct RelOpts {
-	int require_clean, require_git;
+	int require_clean, require_git, force;
 } RelOpts;
 
 static void free_words(PtrVec *pv)
@@ -99,6 +99,17 @@ static int expand_name(const Section *r, const Stamp *s, char **out)
 }
 
 /* ---- dependencies (for the dirty check) ---- */
+
+static int cmpstrp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* is key among the n sorted strings of v (v may be NULL when n is 0)? */
+static int in_sorted(void *const *key, char *const *v, size_t n)
+{
+	return n && bsearch(key, v, n, sizeof *v, cmpstrp);
+}
 
 static void add_dep(PtrVec *deps, const char *path)
 {
@@ -308,12 +319,71 @@ typedef struct Ctx {
 	const BuildOpts *o;
 	BuildLog *log;
 	const Stamp *stamp;
+	const RelOpts *ro;
 	int64_t mtime;
 	PtrVec written;       /* archives written by this run */
 } Ctx;
 
+/* Every file of the project a release reads: the rule files, each model
+ * chain's declared and discovered inputs (as the build log has them) and
+ * the files its `files` globs match, project-relative, sorted. 0, -2 for a
+ * glob that matches nothing, -1 on other errors. */
+static int release_deps(Ctx *c, const Section *r, PtrVec *deps)
+{
+	for (size_t i = 0; i < c->p->nfiles; i++)
+		add_dep(deps, c->p->files[i]);
+	PtrVec targets = {0};
+	split_words(sec_get(r, "models"), &targets);
+	for (size_t i = 0; i < targets.n; i++) {
+		char *name = targets.v[i], *stage = strchr(name, ':');
+		if (stage)
+			*stage++ = 0;
+		const Section *m = project_model(c->p, name);
+		const Stage *st = m ? target_stage(m, stage) : NULL;
+		if (st)
+			model_deps(c->p, c->log, m, st->name, deps, 0);
+	}
+	free_words(&targets);
+	EntryList l = {0};
+	int ret = add_globs(c->p, r, &l, deps);
+	entries_free(&l);
+	if (deps->n)
+		qsort(deps->v, deps->n, sizeof *deps->v, cmpstrp);
+	return ret;
+}
+
+/* the inputs of a release that git does not track (sorted, borrowed from
+ * deps) */
+static void untracked_deps(const Stamp *s, const PtrVec *deps, PtrVec *out)
+{
+	for (size_t i = 0; i < deps->n; i++)
+		if (in_sorted(&deps->v[i], s->untracked, s->nuntracked))
+			pv_push(out, deps->v[i]);
+}
+
+/* "a, b, c and N more" */
+static char *name_some(char *const *v, size_t n)
+{
+	StrBuf sb = {0};
+	for (size_t i = 0; i < n && i < 5; i++)
+		sb_printf(&sb, "%s%s", i ? ", " : "", v[i]);
+	if (n > 5)
+		sb_printf(&sb, " and %zu more", n - 5);
+	return sb_detach(&sb);
+}
+
+/* the refusal of --require-clean for untracked inputs of release r */
+static int refuse_untracked(const Section *r, const PtrVec *unt)
+{
+	char *names = name_some((char *const *)unt->v, unt->n);
+	int ret = error("release '%s': git does not track %s, which %s the release: add %s to git (git add) or drop --require-clean",
+			r->name, names, unt->n > 1 ? "enter" : "enters", unt->n > 1 ? "them" : "it");
+	free(names);
+	return ret;
+}
+
 static int add_model(Ctx *c, const Section *r, const char *target, EntryList *l, json_t *models,
-		     const StampProps *props, PtrVec *deps)
+		     const StampProps *props)
 {
 	char *name = xstrdup(target), *stage = strchr(name, ':');
 	if (stage)
@@ -385,36 +455,44 @@ static int add_model(Ctx *c, const Section *r, const char *target, EntryList *l,
 	json_object_set_new(mo, "metadata_props", sp);
 	json_object_set_new(models, target, mo);
 	mo = NULL;
-	model_deps(c->p, c->log, m, st->name, deps, 0);
 out:
 	json_decref(mo);
 	free(name);
 	return ret;
 }
 
-static int cmpstrp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static json_t *git_json(const Stamp *s, PtrVec *deps)
+static json_t *git_json(const Stamp *s, const PtrVec *deps, const PtrVec *unt)
 {
 	json_t *g = json_object();
 	json_object_set_new(g, "commit", json_string(s->commit));
 	json_object_set_new(g, "short", json_string(s->shortc));
 	json_object_set_new(g, "describe", json_string(s->describe));
-	json_object_set_new(g, "branch", json_string(s->branch));
 	json_object_set_new(g, "dirty", s->in_git ? json_boolean(s->dirty) : json_null());
 	json_object_set_new(g, "commit_time", json_integer(s->commit_time));
-	json_t *mod = json_array();
-	if (deps->n)
-		qsort(deps->v, deps->n, sizeof *deps->v, cmpstrp);
+	json_t *mod = json_array(), *ut = json_array();
 	for (size_t i = 0; i < deps->n; i++)
-		for (size_t j = 0; j < s->nmodified; j++)
-			if (!strcmp(deps->v[i], s->modified[j]))
-				json_array_append_new(mod, json_string(deps->v[i]));
+		if (in_sorted(&deps->v[i], s->modified, s->nmodified))
+			json_array_append_new(mod, json_string(deps->v[i]));
+	for (size_t i = 0; i < unt->n; i++)
+		json_array_append_new(ut, json_string(unt->v[i]));
 	json_object_set_new(g, "modified_inputs", mod);
+	json_object_set_new(g, "untracked_inputs", ut);
 	return g;
+}
+
+/* The stamp of one release: the repository's, dirty also when an untracked
+ * file enters the release, describe with -dirty then. Free with
+ * release_stamp_free (the other fields are borrowed). */
+static void release_stamp(const Stamp *s, size_t nuntracked, Stamp *out)
+{
+	*out = *s;
+	out->dirty = s->in_git && (s->dirty || nuntracked);
+	out->describe = out->dirty ? xasprintf("%s-dirty", s->describe) : xstrdup(s->describe);
+}
+
+static void release_stamp_free(Stamp *rs)
+{
+	free(rs->describe);
 }
 
 /* 0, 1 after an error of the work, 2 after a rule-input error (error()) */
@@ -422,13 +500,26 @@ static int do_release(Ctx *c, const Section *r)
 {
 	char *base = NULL, *path = NULL;
 	EntryList l = {0};
-	PtrVec deps = {0}, targets = {0};
-	StampProps props;
+	PtrVec deps = {0}, targets = {0}, unt = {0};
+	Stamp rs;
+	StampProps props = {0};
 	json_t *man = json_object(), *models = json_object(), *files = json_object();
 	int ret = 1;
-	stamp_props(c->stamp, r->name, &props);
+	int dr = release_deps(c, r, &deps);
+	if (dr < 0) {
+		ret = dr == -2 ? 2 : 1;
+		release_stamp(c->stamp, 0, &rs);
+		goto out;
+	}
+	untracked_deps(c->stamp, &deps, &unt);
+	release_stamp(c->stamp, unt.n, &rs);
+	if (unt.n && c->ro->require_clean) {
+		refuse_untracked(r, &unt);
+		goto out;
+	}
+	stamp_props(&rs, r->name, &props);
 	const char *fmt = sec_get(r, "format") ? sec_get(r, "format") : "tar.gz";
-	if (expand_name(r, c->stamp, &base) < 0) {
+	if (expand_name(r, &rs, &base) < 0) {
 		ret = 2;
 		goto out;
 	}
@@ -441,14 +532,13 @@ static int do_release(Ctx *c, const Section *r)
 			ret = 2;
 			goto out;
 		}
-	for (size_t i = 0; i < c->p->nfiles; i++)
-		add_dep(&deps, c->p->files[i]);
 	split_words(sec_get(r, "models"), &targets);
 	for (size_t i = 0; i < targets.n; i++)
-		if (!json_object_get(models, targets.v[i]) &&
-		    add_model(c, r, targets.v[i], &l, models, &props, &deps) < 0)
+		if (!json_object_get(models, targets.v[i]) && add_model(c, r, targets.v[i], &l, models, &props) < 0)
 			goto out;
-	int gr = add_globs(c->p, r, &l, &deps);
+	PtrVec ignore = {0};
+	int gr = add_globs(c->p, r, &l, &ignore);
+	free_words(&ignore);
 	if (gr != 0) {
 		ret = gr == -2 ? 2 : 1;
 		goto out;
@@ -484,7 +574,7 @@ static int do_release(Ctx *c, const Section *r)
 	json_object_set_new(man, "format", json_string(fmt));
 	json_object_set_new(man, "quantmake_version", json_string(QM_VERSION));
 	json_object_set_new(man, "mtime", json_integer(c->mtime));
-	json_object_set_new(man, "git", git_json(c->stamp, &deps));
+	json_object_set_new(man, "git", git_json(&rs, &deps, &unt));
 	json_object_set_new(man, "files", files);
 	files = NULL;
 	json_object_set_new(man, "models", models);
@@ -508,7 +598,8 @@ static int do_release(Ctx *c, const Section *r)
 		error_prefix("release '%s'", r->name);
 		goto out;
 	}
-	if (archive_write_release(path, fmt, base, &l, c->mtime) < 0) {
+	int same = archive_write_release(path, fmt, base, &l, c->mtime, c->ro->force);
+	if (same < 0) {
 		error_prefix("release '%s'", r->name);
 		goto out;
 	}
@@ -520,8 +611,13 @@ static int do_release(Ctx *c, const Section *r)
 			nf++;
 		}
 	struct stat st;
-	printf("release %s: %s (%zu files, %lld bytes packed into %lld)\n", r->name, path, nf, (long long)bytes,
-	       stat(path, &st) == 0 ? (long long)st.st_size : -1LL);
+	printf("release %s: %s (%zu files, %lld bytes packed into %lld%s)\n", r->name, path, nf, (long long)bytes,
+	       stat(path, &st) == 0 ? (long long)st.st_size : -1LL, same ? "; unchanged, the same bytes were there" : "");
+	if (unt.n) {
+		char *names = name_some((char *const *)unt.v, unt.n);
+		warn("release '%s' is stamped dirty: git does not track %s", r->name, names);
+		free(names);
+	}
 	pv_push(&c->written, xstrdup(path));
 	ret = 0;
 out:
@@ -531,7 +627,9 @@ out:
 	json_decref(models);
 	json_decref(files);
 	stamp_props_free(&props);
+	release_stamp_free(&rs);
 	entries_free(&l);
+	pv_free(&unt);
 	free_words(&deps);
 	free_words(&targets);
 	free(base);
@@ -554,7 +652,7 @@ static int parse_epoch(int64_t *out)
 
 static int release_usage(void)
 {
-	fprintf(stderr, "usage: quantmake release [--require-clean] [--require-git] [NAME...]\n");
+	fprintf(stderr, "usage: quantmake release [--require-clean] [--require-git] [--force] [-n] [-j N] [-k] [-B] [--explain] [NAME...]\n");
 	return 2;
 }
 
@@ -567,6 +665,8 @@ int cmd_release(Project *p, const BuildOpts *o, int argc, char **argv)
 			ro.require_clean = 1;
 		else if (!strcmp(argv[i], "--require-git"))
 			ro.require_git = 1;
+		else if (!strcmp(argv[i], "--force"))
+			ro.force = 1;
 		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			pv_free(&names);
 			return release_usage();
@@ -638,18 +738,38 @@ int cmd_release(Project *p, const BuildOpts *o, int argc, char **argv)
 			warn("%s: stamping the release 'unknown'", why);
 		}
 	} else if (s.dirty && ro.require_clean) {
-		StrBuf sb = {0};
-		for (size_t i = 0; i < s.nmodified && i < 5; i++)
-			sb_printf(&sb, "%s%s", i ? ", " : "", s.modified[i]);
-		if (s.nmodified > 5)
-			sb_printf(&sb, " and %zu more", s.nmodified - 5);
+		char *mods = s.nmodified ? name_some(s.modified, s.nmodified) : NULL;
 		fprintf(stderr, "%s: the work tree has uncommitted changes (%s): commit them or drop --require-clean\n",
-			argv0, sb.len ? sb.buf : "outside the project");
-		sb_release(&sb);
+			argv0, mods ? mods : "outside the project");
+		free(mods);
 		status = 1;
 	}
 	free(why);
+	char *logpath = xasprintf("%s/.quantmake/log", o->build_dir);
+	Ctx c = {.p = p, .o = o, .stamp = &s, .ro = &ro};
+	/* untracked inputs known before the build (rule files, declared data,
+	 * `files`; the inputs the last build discovered): refused before
+	 * building; do_release checks again with what this build discovers */
+	if (status == 0 && s.in_git && ro.require_clean && s.nuntracked) {
+		c.log = buildlog_open(logpath);
+		for (size_t i = 0; status == 0 && i < nrel; i++) {
+			PtrVec deps = {0}, unt = {0};
+			if (release_deps(&c, rel[i], &deps) == 0) {
+				untracked_deps(&s, &deps, &unt);
+				if (unt.n) {
+					refuse_untracked(rel[i], &unt);
+					fprintf(stderr, "%s: %s\n", argv0, errmsg());
+					status = 1;
+				}
+			}
+			pv_free(&unt);
+			free_words(&deps);
+		}
+		buildlog_close(c.log);
+		c.log = NULL;
+	}
 	if (status != 0) {
+		free(logpath);
 		stamp_free(&s);
 		free(rel);
 		return status;
@@ -670,6 +790,8 @@ int cmd_release(Project *p, const BuildOpts *o, int argc, char **argv)
 		}
 		pv_free(&w);
 	}
+	/* the build reports a directory it cannot use */
+	(void)(mkdir_ignored(o->build_dir) + mkdir_ignored(o->cache_dir));
 	status = build_run(p, o, (int)targets.n, (char **)targets.v);
 	free_words(&targets);
 	/* the build's signal handlers only serve its own loop */
@@ -677,38 +799,43 @@ int cmd_release(Project *p, const BuildOpts *o, int argc, char **argv)
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
 	if (status != 0) {
+		free(logpath);
 		stamp_free(&s);
 		free(rel);
 		return status;
 	}
+	c.log = buildlog_open(logpath);
+	free(logpath);
 	if (o->dry_run) {
 		/* -n: name the archives, write nothing */
 		for (size_t i = 0; status == 0 && i < nrel; i++) {
 			char *base;
 			const char *fmt = sec_get(rel[i], "format") ? sec_get(rel[i], "format") : "tar.gz";
-			if (expand_name(rel[i], &s, &base) < 0) {
+			PtrVec deps = {0}, unt = {0};
+			Stamp rs;
+			int dr = release_deps(&c, rel[i], &deps);
+			untracked_deps(&s, &deps, &unt);
+			release_stamp(&s, unt.n, &rs);
+			if (dr < 0 || expand_name(rel[i], &rs, &base) < 0) {
 				fprintf(stderr, "%s: %s\n", argv0, errmsg());
-				status = 2;
-				break;
+				status = dr == -1 ? 1 : 2;
+			} else {
+				printf("would write dist/%s.%s\n", base, archive_ext(fmt));
+				free(base);
 			}
-			printf("would write dist/%s.%s\n", base, archive_ext(fmt));
-			free(base);
+			release_stamp_free(&rs);
+			pv_free(&unt);
+			free_words(&deps);
 		}
-		stamp_free(&s);
-		free(rel);
-		return status;
+	} else {
+		if (!have_epoch)
+			mtime = s.commit_time;
+		c.mtime = mtime;
+		for (size_t i = 0; status == 0 && i < nrel; i++)
+			status = do_release(&c, rel[i]);
 	}
-	if (status == 0 && !have_epoch)
-		mtime = s.commit_time;
-	char *logpath = xasprintf("%s/.quantmake/log", o->build_dir);
-	BuildLog *log = status == 0 ? buildlog_open(logpath) : NULL;
-	free(logpath);
-	Ctx c = {.p = p, .o = o, .log = log, .stamp = &s, .mtime = mtime};
-	for (size_t i = 0; status == 0 && i < nrel; i++)
-		status = do_release(&c, rel[i]);
 	free_words(&c.written);
-	if (log)
-		buildlog_close(log);
+	buildlog_close(c.log);
 	stamp_free(&s);
 	free(rel);
 	return status;

@@ -229,9 +229,9 @@ int entries_digest(EntryList *l, int nthreads)
 void stamp_props(const Stamp *s, const char *release, StampProps *out)
 {
 	memset(out, 0, sizeof *out);
-	const char *k[] = {"quantmake.git.commit", "quantmake.git.describe", "quantmake.git.branch",
-			   "quantmake.git.dirty", "quantmake.release", "quantmake.version"};
-	char *v[] = {xstrdup(s->commit), xstrdup(s->describe), xstrdup(s->branch),
+	const char *k[] = {"quantmake.git.commit", "quantmake.git.describe", "quantmake.git.dirty",
+			   "quantmake.release", "quantmake.version"};
+	char *v[] = {xstrdup(s->commit), xstrdup(s->describe),
 		     xstrdup(!s->in_git ? "unknown" : s->dirty ? "true" : "false"), xstrdup(release),
 		     xstrdup(QM_VERSION)};
 	for (size_t i = 0; i < ARRAY_LEN(k); i++) {

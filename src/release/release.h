@@ -24,12 +24,14 @@ typedef struct Stamp {
 	int in_git;          /* 0: not in a git repository (fields "unknown") */
 	char *commit;        /* 40 hex digits, or "unknown" */
 	char *shortc;        /* first 7 hex digits, or "unknown" */
-	char *describe;      /* `git describe --tags --always --dirty`, or "unknown" */
-	char *branch;        /* branch name, "HEAD" when detached, or "unknown" */
-	int dirty;           /* tracked files differ from HEAD (untracked ignored) */
+	char *describe;      /* `git describe --tags --always` (stamp_read leaves
+				out -dirty: cmd.c adds it per release), or "unknown" */
+	int dirty;           /* tracked files differ from HEAD */
 	int64_t commit_time; /* committer time, seconds since the epoch (0 if none) */
 	char **modified;     /* modified tracked paths, project-relative, sorted */
 	size_t nmodified;
+	char **untracked;    /* untracked, not ignored files, project-relative, sorted */
+	size_t nuntracked;
 } Stamp;
 
 /* Read the stamp of the repository holding ROOT. Outside a repository (or
@@ -108,9 +110,12 @@ const char *archive_ext(const char *format);
 /* Write the sorted entries under top/ into dist/NAME atomically (temp file
  * in dist, then rename), every entry with mtime, uid/gid 0, modes 0644 and
  * 0755 and nothing else; XXH3 of file contents is checked against the
- * digest pass while writing. 0, or -1 with error() and no file left. */
+ * digest pass while writing. A file already at path stays when it has the
+ * same bytes (returns 1); with other bytes it is an error unless force
+ * (then replaced). 0 written, 1 unchanged, or -1 with error() and no file
+ * left. */
 int archive_write_release(const char *path, const char *format, const char *top,
-			  EntryList *l, int64_t mtime);
+			  EntryList *l, int64_t mtime, int force);
 
 /* One regular file read back from an archive. */
 typedef struct ReadEntry {

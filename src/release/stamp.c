@@ -1,10 +1,15 @@
 /* stamp.c — the git state a release is stamped with, read with libgit2:
- * HEAD's commit and committer time, `git describe --tags --always --dirty`,
- * the branch, and which tracked files differ from HEAD.
+ * HEAD's commit and committer time, `git describe --tags --always`, which
+ * tracked files differ from HEAD and which files git does not track.
  *
- * Dirtiness follows `git describe --dirty`: tracked files modified in the
- * index or the work tree; untracked files (build/, cache/, dist/ when they
- * are not ignored) never make a tree dirty. */
+ * The branch is not read: a branch is a movable name, not a property of the
+ * commit, and a release of one commit is the same bytes from any branch,
+ * clone or detached checkout.
+ *
+ * Dirtiness: tracked files modified in the index or the work tree (as
+ * `git describe --dirty`) make every release dirty; an untracked file (not
+ * ignored) makes a release dirty only when it enters it (cmd.c compares
+ * the release's inputs with Stamp.untracked). */
 #include "release/release.h"
 
 #include <git2.h>
@@ -26,7 +31,6 @@ static void set_unknown(Stamp *s)
 	s->commit = xstrdup("unknown");
 	s->shortc = xstrdup("unknown");
 	s->describe = xstrdup("unknown");
-	s->branch = xstrdup("unknown");
 	s->dirty = 0;
 	s->commit_time = 0;
 }
@@ -58,28 +62,35 @@ static int read_status(git_repository *repo, const char *prefix, Stamp *s)
 	git_status_options so;
 	git_status_options_init(&so, GIT_STATUS_OPTIONS_VERSION);
 	so.show = GIT_STATUS_SHOW_INDEX_AND_WORKDIR;
-	so.flags = GIT_STATUS_OPT_EXCLUDE_SUBMODULES;
+	so.flags = GIT_STATUS_OPT_EXCLUDE_SUBMODULES | GIT_STATUS_OPT_INCLUDE_UNTRACKED |
+		   GIT_STATUS_OPT_RECURSE_UNTRACKED_DIRS;
 	git_status_list *st;
 	if (git_status_list_new(&st, repo, &so) < 0)
 		return error("cannot read the git status: %s", git_msg());
 	size_t n = git_status_list_entrycount(st);
-	PtrVec mod = {0};
+	PtrVec mod = {0}, unt = {0};
 	size_t plen = strlen(prefix);
 	for (size_t i = 0; i < n; i++) {
 		const git_status_entry *e = git_status_byindex(st, i);
-		if (!e || e->status == GIT_STATUS_CURRENT || (e->status & (GIT_STATUS_WT_NEW | GIT_STATUS_IGNORED)) == e->status)
+		if (!e || e->status == GIT_STATUS_CURRENT || (e->status & GIT_STATUS_IGNORED))
 			continue;
-		s->dirty = 1;
 		const git_diff_delta *d = e->index_to_workdir ? e->index_to_workdir : e->head_to_index;
 		const char *path = d ? (d->new_file.path ? d->new_file.path : d->old_file.path) : NULL;
+		int untracked = e->status == GIT_STATUS_WT_NEW;
+		if (!untracked)
+			s->dirty = 1;
 		if (path && !strncmp(path, prefix, plen))
-			pv_push(&mod, xstrdup(path + plen));
+			pv_push(untracked ? &unt : &mod, xstrdup(path + plen));
 	}
 	git_status_list_free(st);
 	if (mod.n)
 		qsort(mod.v, mod.n, sizeof *mod.v, cmpstr);
+	if (unt.n)
+		qsort(unt.v, unt.n, sizeof *unt.v, cmpstr);
 	s->modified = (char **)mod.v;
 	s->nmodified = mod.n;
+	s->untracked = (char **)unt.v;
+	s->nuntracked = unt.n;
 	return 0;
 }
 
@@ -144,7 +155,6 @@ int stamp_read(const char *root, Stamp *s, char **why)
 	s->commit = xstrdup(hex);
 	s->shortc = xstrndup(hex, 7);
 	s->commit_time = (int64_t)git_commit_time(commit);
-	s->branch = xstrdup(git_repository_head_detached(repo) ? "HEAD" : git_reference_shorthand(head));
 	if (read_status(repo, prefix, s) < 0)
 		goto out;
 	git_describe_options dopts;
@@ -162,7 +172,7 @@ int stamp_read(const char *root, Stamp *s, char **why)
 		error("git describe failed: %s", git_msg());
 		goto out;
 	}
-	s->describe = s->dirty ? xasprintf("%s-dirty", buf.ptr) : xstrdup(buf.ptr);
+	s->describe = xstrdup(buf.ptr);
 	ret = 0;
 out:
 	if (ret < 0)
@@ -182,9 +192,11 @@ void stamp_free(Stamp *s)
 	free(s->commit);
 	free(s->shortc);
 	free(s->describe);
-	free(s->branch);
 	for (size_t i = 0; i < s->nmodified; i++)
 		free(s->modified[i]);
 	free(s->modified);
+	for (size_t i = 0; i < s->nuntracked; i++)
+		free(s->untracked[i]);
+	free(s->untracked);
 	memset(s, 0, sizeof *s);
 }

@@ -204,8 +204,29 @@ const char *sec_get(const Section *s, const char *key)
 	return kv ? kv->value : NULL;
 }
 
-static const char *const settings_keys[] = {"cache", "jobs", "build-dir"};
-static const char *const release_keys[] = {"models", "files", "format", "name"};
+const RuleKeyDoc rules_settings_doc[] = {
+	{"cache", "cache", "the artifact cache directory (QUANTMAKE_CACHE overrides it); one cache may serve every clone and branch"},
+	{"jobs", "the number of CPUs", "actions run at once when -j is not given"},
+	{"build-dir", "build", "where the outputs of the models are copied (build/MODEL/)"},
+	{NULL, NULL, NULL},
+};
+
+const RuleKeyDoc rules_release_doc[] = {
+	{"models", NULL, "MODEL or MODEL:STAGE targets whose outputs the archive holds (required)"},
+	{"files", NULL, "project files, directories and globs packed beside the models"},
+	{"format", "tar.gz", "tar.gz, tar.zst or zip"},
+	{"name", "{release}-{describe}", "the archive's name: {release}, {describe}, {commit}, {short}"},
+	{NULL, NULL, NULL},
+};
+
+/* the keys of a doc table into names (at most max); their number */
+static size_t doc_names(const RuleKeyDoc *d, const char **names, size_t max)
+{
+	size_t n = 0;
+	for (; d[n].key && n < max; n++)
+		names[n] = d[n].key;
+	return n;
+}
 
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
@@ -226,13 +247,14 @@ static int handler(void *user, const char *section, const char *name, const char
 	}
 	if (old)
 		return perr(ps, "key '%s' is set twice in this section (first at line %d)", name, old->line);
+	const char *keys[16];
 	if (s->kind == SEC_SETTINGS) {
-		size_t i;
-		for (i = 0; i < ARRAY_LEN(settings_keys); i++)
-			if (!strcmp(name, settings_keys[i]))
+		size_t i, nk = doc_names(rules_settings_doc, keys, ARRAY_LEN(keys));
+		for (i = 0; i < nk; i++)
+			if (!strcmp(name, keys[i]))
 				break;
-		if (i == ARRAY_LEN(settings_keys)) {
-			const char *near = closest(name, settings_keys, ARRAY_LEN(settings_keys));
+		if (i == nk) {
+			const char *near = closest(name, keys, nk);
 			return near ? perr(ps, "unknown setting '%s' (did you mean '%s'?)", name, near)
 				    : perr(ps, "unknown setting '%s': expected cache, jobs or build-dir", name);
 		}
@@ -243,12 +265,12 @@ static int handler(void *user, const char *section, const char *name, const char
 				return perr(ps, "jobs must be a number from 1 to 1024, got '%s'", value);
 		}
 	} else if (s->kind == SEC_RELEASE) {
-		size_t i;
-		for (i = 0; i < ARRAY_LEN(release_keys); i++)
-			if (!strcmp(name, release_keys[i]))
+		size_t i, nk = doc_names(rules_release_doc, keys, ARRAY_LEN(keys));
+		for (i = 0; i < nk; i++)
+			if (!strcmp(name, keys[i]))
 				break;
-		if (i == ARRAY_LEN(release_keys)) {
-			const char *near = closest(name, release_keys, ARRAY_LEN(release_keys));
+		if (i == nk) {
+			const char *near = closest(name, keys, nk);
 			return near ? perr(ps, "unknown key '%s' in release '%s' (did you mean '%s'?)", name, s->name, near)
 				    : perr(ps, "unknown key '%s' in release '%s': expected models, files, format or name",
 					   name, s->name);
@@ -437,6 +459,11 @@ int rules_load(const char *root, const char *file, Project **out)
 			r = error("%s:%d: model '%s' needs 'source = PATH' or 'export = COMMAND'",
 				  m->file, m->line, m->name);
 	}
+	/* combinations of keys that cannot work, before anything runs */
+	for (size_t i = 0; r == 0 && i < p->nmodels; i++)
+		for (size_t k = 0; r == 0 && stage_table[k]; k++)
+			if (stage_table[k]->check_section && stage_table[k]->wanted(p->models[i]))
+				r = stage_table[k]->check_section(p->models[i]);
 	for (size_t i = 0; r == 0 && i < p->nreleases; i++)
 		r = check_release(p, p->releases[i]);
 	if (r < 0) {

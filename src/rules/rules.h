@@ -47,6 +47,15 @@ typedef struct Project {
 	StrMap index;         /* models by name */
 } Project;
 
+/* The keys of [settings] and [release NAME] sections, for the checks and
+ * for `quantmake keys`: key, default (NULL: none) and one line. Ended by
+ * a NULL key. (A model's keys are the stages' StageParam tables.) */
+typedef struct RuleKeyDoc {
+	const char *key, *dflt, *help;
+} RuleKeyDoc;
+extern const RuleKeyDoc rules_settings_doc[];
+extern const RuleKeyDoc rules_release_doc[];
+
 /* Read rules: FILE if given, else every ROOT/rules/NAME.rules in name order.
  * 0, or -1 with error() "file:line: message". */
 int rules_load(const char *root, const char *file, Project **out);

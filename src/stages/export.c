@@ -34,10 +34,13 @@ static int wanted(const Section *sec)
 	return 1;
 }
 
-static int check_relative(const char *key, const char *path)
+/* a path of key (set in sec) must stay inside the project */
+static int check_relative(const Section *sec, const char *key, const char *path)
 {
+	const KV *kv = sec_find(sec, key);
 	if (path_outside(path))
-		return error("%s '%s' leaves the project: use a path inside the project", key, path);
+		return error("%s:%d: model '%s': %s '%s' leaves the project: use a path inside the project",
+			     kv ? kv->file : sec->file, kv ? kv->line : sec->line, sec->name, key, path);
 	return 0;
 }
 
@@ -45,7 +48,7 @@ static int declared_inputs(const Section *sec, const char *root, PtrVec *files)
 {
 	const char *src = sec_get(sec, "source");
 	if (src && src[0] != '@') {
-		if (check_relative("source", src) < 0)
+		if (check_relative(sec, "source", src) < 0)
 			return -1;
 		char *full = path_join(root, src);
 		struct stat st;
@@ -66,8 +69,8 @@ static int declared_inputs(const Section *sec, const char *root, PtrVec *files)
 	int r = 0;
 	for (size_t i = 0; i < pats.n; i++) {
 		const char *pat = pats.v[i];
-		if (r == 0 && check_relative("export.deps", pat) < 0)
-			r = error_prefix("%s:%d", kv->file, kv->line);
+		if (r == 0 && check_relative(sec, "export.deps", pat) < 0)
+			r = -1;
 		if (r == 0 && !strpbrk(pat, "*?[")) {
 			/* a plain path: no need for glob() */
 			struct stat st;

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ops/op.h"
+#include "preprocess/opset.h"
 #include "rules/rules.h"
 #include "stages/quantize.h"
 #include "stages/stage.h"
@@ -33,8 +35,10 @@ static const StageParam params[] = {
 	 "quantize.method = percentile: the central percentage of values kept"},
 	{"quantize.bins", PARAM_INT, NULL, NULL, 1,
 	 "quantize.method = percentile or entropy: histogram bins (a power of two up to 2048; default 2048)"},
-	{"quantize.ops", PARAM_LIST, NULL, NULL, 1, "op types to quantize (default: every supported one)"},
-	{"quantize.exclude-ops", PARAM_LIST, NULL, NULL, 1, "op types left in float (fp16: left in float32)"},
+	{"quantize.ops", PARAM_LIST, NULL, NULL, 1,
+	 "op types to quantize (default: every supported one); ONNX operator names, checked when the rules are read"},
+	{"quantize.exclude-ops", PARAM_LIST, NULL, NULL, 1,
+	 "op types left in float (fp16: left in float32); ONNX operator names, checked when the rules are read"},
 	{"quantize.exclude-nodes", PARAM_LIST, NULL, NULL, 1, "node names left in float (fp16: left in float32)"},
 	{"quantize.target", PARAM_ENUM, "cpu|gpu", "cpu", 1,
 	 "where the model will run: gpu refuses formats onnxruntime's GPU providers cannot execute"},
@@ -84,6 +88,58 @@ static int refuse(const Section *sec, const char *model, const char *key, const 
 static int dtype_of(const char *v)
 {
 	return !strcmp(v, "int8") ? DT_INT8 : !strcmp(v, "uint8") ? DT_UINT8 : !strcmp(v, "int16") ? DT_INT16 : DT_UINT16;
+}
+
+/* is name an operator: ONNX's (every opset) or one the interpreter runs
+ * (com.microsoft's QLinear and fused operators)? */
+static int known_op(const char *name)
+{
+	for (size_t i = 0; i < opset_table_len; i++)
+		if (!strcmp(opset_table[i].op, name))
+			return 1;
+	for (size_t i = 0; i < op_registry_len; i++)
+		if (!strcmp(op_registry[i]->name, name))
+			return 1;
+	return 0;
+}
+
+/* the operator spelled like name but for case, else the nearest one */
+static const char *near_op(const char *name)
+{
+	const char **cands = xcalloc(opset_table_len + op_registry_len, sizeof *cands);
+	size_t n = 0;
+	const char *hit = NULL;
+	for (size_t i = 0; i < opset_table_len; i++)
+		cands[n++] = opset_table[i].op;
+	for (size_t i = 0; i < op_registry_len; i++)
+		cands[n++] = op_registry[i]->name;
+	for (size_t i = 0; i < n && !hit; i++)
+		if (!strcasecmp(cands[i], name))
+			hit = cands[i];
+	if (!hit)
+		hit = closest(name, cands, n);
+	free(cands);
+	return hit;
+}
+
+static int check_param(const char *key, const char *value)
+{
+	if (strcmp(key, "quantize.ops") && strcmp(key, "quantize.exclude-ops"))
+		return 0;
+	PtrVec w = {0};
+	split_words(value, &w);
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < w.n; i++) {
+		const char *op = w.v[i];
+		if (known_op(op))
+			continue;
+		const char *near = near_op(op);
+		r = near ? error("%s: '%s' is not an operator (did you mean '%s'?)", key, op, near)
+			 : error("%s: '%s' is not an operator: expected ONNX operator names as in the model (Conv, MatMul, Gemm...)",
+				 key, op);
+	}
+	pv_free_all(&w);
+	return r;
 }
 
 int quant_opts_read(const Section *sec, const char *model, QuantOpts *o)
@@ -162,6 +218,17 @@ void quant_opts_free(QuantOpts *o)
 	pv_free_all(&o->ops);
 	pv_free_all(&o->exclude_ops);
 	pv_free_all(&o->exclude_nodes);
+}
+
+/* the keys read together when the rule files are read, so a combination
+ * that cannot work stops the build before any stage runs */
+static int check_section(const Section *sec)
+{
+	QuantOpts o;
+	int r = quant_opts_read(sec, sec->name, &o);
+	if (r == 0)
+		quant_opts_free(&o);
+	return r;
 }
 
 static const char *dtype_word(int t)
@@ -244,6 +311,27 @@ void quant_json(StrBuf *sb, const char *model, const QuantOpts *o, const CalibSt
 	sb_puts(sb, "\n  }\n}\n");
 }
 
+/* graph inputs (initializers aside) and outputs of type t */
+static size_t io_of_type(const Onnx__GraphProto *g, int t, size_t *nout)
+{
+	size_t n = 0;
+	*nout = 0;
+	for (size_t i = 0; i < g->n_input; i++) {
+		const Onnx__ValueInfoProto *v = g->input[i];
+		int init = 0;
+		for (size_t k = 0; k < g->n_initializer && !init; k++)
+			init = !strcmp(g->initializer[k]->name, v->name);
+		if (!init && v->type && v->type->tensor_type && v->type->tensor_type->elem_type == t)
+			n++;
+	}
+	for (size_t i = 0; i < g->n_output; i++) {
+		const Onnx__ValueInfoProto *v = g->output[i];
+		if (v->type && v->type->tensor_type && v->type->tensor_type->elem_type == t)
+			(*nout)++;
+	}
+	return n;
+}
+
 static int run(StageCtx *c)
 {
 	QuantOpts o;
@@ -258,6 +346,13 @@ static int run(StageCtx *c)
 		before = model_disk_size(m, c->input);
 	if (r == 0 && o.mode == QMODE_STATIC) {
 		r = calibrate_stats_load(c, "static quantization", &stats);
+	}
+	int64_t opset = r == 0 ? model_opset(m->proto, "") : 0;
+	if (r == 0 && o.mode == QMODE_DYNAMIC && opset < 11) {
+		char *w = where(c->sec, "quantize");
+		r = error("%smodel '%s': quantize = dynamic needs opset >= 11 (DynamicQuantizeLinear) and the model imports opset %lld: add preprocess.opset = 13 to convert it first",
+			  w, c->model, (long long)opset);
+		free(w);
 	}
 	if (r == 0)
 		r = quant_model(m, stats, &o, &rep);
@@ -276,6 +371,13 @@ static int run(StageCtx *c)
 		if (rep.nauto_pc)
 			fprintf(c->log, ", %zu weight%s per channel (auto)", rep.nauto_pc, rep.nauto_pc > 1 ? "s" : "");
 		fputc('\n', c->log);
+		size_t nout, nin = io_of_type(m->proto->graph, DT_FLOAT16, &nout);
+		if (o.mode == QMODE_FP16 && o.keep_io_types)
+			fprintf(c->log, "quantize: %s: fp16: inputs and outputs stay float32 (quantize.keep-io-types)\n",
+				c->model);
+		else if (o.mode == QMODE_FP16 && (nin || nout))
+			fprintf(c->log, "quantize: %s: fp16: %zu input%s and %zu output%s are float16 now: callers feed and read float16 (quantize.keep-io-types = true keeps them float32)\n",
+				c->model, nin, nin == 1 ? "" : "s", nout, nout == 1 ? "" : "s");
 	}
 	quant_report_free(&rep);
 	calib_free(stats);
@@ -295,4 +397,6 @@ const Stage stage_quantize = {
 	.declared_inputs = NULL,
 	.run = run,
 	.side_of = "calibrate",
+	.check_param = check_param,
+	.check_section = check_section,
 };

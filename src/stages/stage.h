@@ -74,6 +74,10 @@ typedef struct Stage {
 	 * read (the kind checks are done already): 0, or -1 with error()
 	 * saying what was expected. May be NULL. */
 	int (*check_param)(const char *key, const char *value);
+	/* checks of a model's keys together (a combination that cannot work)
+	 * when the rule files are read, for a model the stage is wanted by:
+	 * 0, or -1 with error() "file:line: model 'M': ...". May be NULL. */
+	int (*check_section)(const struct Section *sec);
 	/* appends to the action key what the stage's output depends on
 	 * besides its own keys (calibrate: whether the statistics need
 	 * histograms, which quantize.method implies). May be NULL. */

@@ -360,8 +360,14 @@ static void fmt_db(char *buf, size_t n, double v)
 void verify_summary(const VerifyReport *rep, const char *model, FILE *log)
 {
 	char db[64];
-	fprintf(log, "verify: %s: %llu %ssamples\n", model, (unsigned long long)rep->nsamples,
-		rep->random ? "random " : "");
+	fprintf(log, "verify: %s: %llu %ssample%s", model, (unsigned long long)rep->nsamples,
+		rep->random ? "random " : "", rep->nsamples == 1 ? "" : "s");
+	if (rep->nrows_run > rep->nsamples)
+		fprintf(log, " (%llu rows)", (unsigned long long)rep->nrows_run);
+	if (rep->random_ones)
+		fprintf(log, "; random inputs give %s the size 1: real samples in verify.data give figures that hold",
+			rep->random_ones);
+	fputc('\n', log);
 	for (size_t i = 0; i < rep->nouts; i++) {
 		const ErrStats *e = &rep->outs[i];
 		fmt_db(db, sizeof db, err_sqnr(e));

@@ -637,6 +637,26 @@ static int random_sample(Interp *ip, uint64_t *state, TensorList *tl)
 	return 0;
 }
 
+/* the symbolic dimensions past the first (the batch) that random inputs
+ * give the size 1, in words, or NULL when there are none */
+static char *random_ones(Interp *ip)
+{
+	StrBuf sb = {0};
+	for (size_t i = 0; i < interp_ninputs(ip); i++) {
+		int dt, rank, n = 0;
+		int64_t dims[QM_MAX_RANK];
+		interp_input_type(ip, i, &dt, &rank, dims);
+		char list[QM_MAX_RANK * 8] = "";
+		for (int k = 1; k < rank; k++)
+			if (dims[k] < 0)
+				snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", n++ ? ", " : "", k);
+		if (n)
+			sb_printf(&sb, "%sdimension%s %s of input '%s'", sb.len ? "; " : "", n > 1 ? "s" : "", list,
+				  interp_input_name(ip, i));
+	}
+	return sb.len ? sb_detach(&sb) : NULL;
+}
+
 static int is_int_type(int dt)
 {
 	return dt == DT_INT8 || dt == DT_INT16 || dt == DT_INT32 || dt == DT_INT64 || dt == DT_UINT8 ||
@@ -946,12 +966,22 @@ int verify_models(Model *ref, Model *q, const VerifyOpts *o, VerifyReport *rep)
 			chunk = (int64_t)(STASH_BYTES / per_row) > 1 ? (int64_t)(STASH_BYTES / per_row) : 1;
 		} while (r == 0 && done < rows);
 		tl_free(&tl);
-		if (r == 0)
+		if (r == 0) {
 			rep->nsamples++;
+			rep->nrows_run += rows ? (uint64_t)rows : 1;
+		}
 	}
 	if (r == 0 && o->labels_file && lb.pos != lb.all.numel)
 		r = error("labels file '%s' holds %lld labels, the samples have %lld rows", o->labels_file,
 			  (long long)lb.all.numel, (long long)lb.pos);
+	if (o->random && ipr && !rep->random_ones)
+		rep->random_ones = random_ones(ipr);
+	if (r < 0 && rep->random_ones) {
+		char *m = xstrdup(errmsg());
+		error("%s (verify.data = random gives %s the size 1: give real samples in verify.data)", m,
+		      rep->random_ones);
+		free(m);
+	}
 	ref_stop(&rt);
 	free(run.ready);
 	pthread_mutex_destroy(&run.mu);
@@ -1019,5 +1049,6 @@ void verify_report_free(VerifyReport *rep)
 	free(rep->class_n);
 	free(rep->class_ref);
 	free(rep->class_q);
+	free(rep->random_ones);
 	memset(rep, 0, sizeof *rep);
 }

@@ -69,6 +69,11 @@ typedef struct VerifyReport {
 	uint64_t nsamples;
 	int random;
 	uint64_t seed;
+	uint64_t nrows_run;        /* rows compared: a stacked sample's rows, 1
+				      for any other sample */
+	char *random_ones;         /* random: the symbolic dimensions past the
+				      first that random inputs set to 1
+				      ("dimensions 2, 3 of input 'x'"), or NULL */
 	ErrStats *outs;            /* one per output, in graph order */
 	size_t nouts;
 	/* labels (output 0) */

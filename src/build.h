@@ -18,6 +18,8 @@ typedef struct BuildOpts {
 	int dry_run;       /* -n */
 	int force;         /* -B */
 	int explain;       /* --explain */
+	int question;      /* -q: run and print nothing; status 1 if anything would run */
+	int silent;        /* -s: one line per action (a failure's output in full) */
 	int jobserver;     /* take tokens from make's jobserver (no -j given) */
 	const char *cache_dir;   /* resolved cache directory */
 	const char *build_dir;   /* resolved build directory (project-relative) */

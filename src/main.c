@@ -74,6 +74,8 @@ static void usage(FILE *f)
 		   "  -n, --dry-run            print what would run, run nothing\n"
 		   "  -B, --always-make        run every action again, ignoring the cache\n"
 		   "  --explain                say why each action runs\n"
+		   "  -q, --question           run nothing; exit 0 if every target is up to date, else 1\n"
+		   "  -s, --silent             one line per action; a failed action's output in full\n"
 		   "  -h, --help               print this help\n"
 		   "  --version                print the version\n\n"
 		   "commands:\n");
@@ -86,7 +88,7 @@ static void usage(FILE *f)
 static struct {
 	const char *file;
 	int jobs;
-	int keep_going, dry_run, force, explain;
+	int keep_going, dry_run, force, explain, question, silent;
 	int chdir_given;  /* -C: the project is there, no search upward */
 } opt;
 
@@ -136,10 +138,36 @@ static int build_flag(int argc, char **argv, int *i)
 		opt.force = 1;
 	} else if (!strcmp(a, "--explain")) {
 		opt.explain = 1;
+	} else if (!strcmp(a, "-q") || !strcmp(a, "--question")) {
+		opt.question = 1;
+	} else if (!strcmp(a, "-s") || !strcmp(a, "--silent") || !strcmp(a, "--quiet")) {
+		opt.silent = 1;
 	} else {
 		return 0;
 	}
 	return 1;
+}
+
+/* Under make, the flags make was given reach us in MAKEFLAGS, whose first
+ * word holds its one-letter options ("kn -j4 --jobserver-auth=3,4"): a
+ * dry run, keep going, silent and question apply to the models as to
+ * make's own recipes. (-B is not taken: `make -B` remakes the Makefile's
+ * targets; rebuilding every model is asked for with quantmake -B.) */
+static void make_flags(void)
+{
+	const char *mf = getenv("MAKEFLAGS");
+	if (!mf || !*mf || *mf == '-' || *mf == ' ')
+		return;
+	for (const char *c = mf; *c && *c != ' '; c++) {
+		if (*c == 'n')
+			opt.dry_run = 1;
+		else if (*c == 'k')
+			opt.keep_going = 1;
+		else if (*c == 's')
+			opt.silent = 1;
+		else if (*c == 'q')
+			opt.question = 1;
+	}
 }
 
 /* does dir/rules hold a *.rules file? */
@@ -227,12 +255,23 @@ static void dirs(Project *p, BuildOpts *o)
 	o->jobs = opt.jobs > 0 ? opt.jobs : j ? atoi(j) : ncpus();
 	/* under make -jN without our own -j, make's jobserver sets the pace */
 	o->jobserver = opt.jobs == 0 && jobserver_open();
-	if (o->jobserver)
+	if (o->jobserver) {
 		o->jobs = 1024;
+	} else if (opt.jobs == 0 && getenv("MAKEFLAGS") && strstr(getenv("MAKEFLAGS"), "--jobserver-")) {
+		/* make runs in parallel, but did not hand its jobserver to this
+		 * recipe: make says the same of its own sub-makes */
+		warn("make's jobserver is not available to this recipe (put '+' before quantmake in the "
+		     "Makefile to share make's -j); using -j%d",
+		     o->jobs);
+	}
 	o->keep_going = opt.keep_going;
 	o->dry_run = opt.dry_run;
 	o->force = opt.force;
 	o->explain = opt.explain;
+	o->question = opt.question;
+	o->silent = opt.silent;
+	if (o->question)
+		o->dry_run = 1;
 }
 
 static int cmd_clean(int argc, char **argv)
@@ -580,6 +619,7 @@ int main(int argc, char **argv)
 {
 	int i;
 	heap_init();
+	make_flags(); /* the command line, read next, wins */
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {

@@ -239,6 +239,8 @@ kill -INT $qpid
 wait $qpid
 st=$?
 sleep 0.2
+# the export's shell goes too (a signal is delivered, not awaited: up to 5 s)
+n=0; while [ $n -lt 50 ] && [ -s "$I/export.pid" ] && kill -0 "$(cat "$I/export.pid")" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
 [ $st -eq 130 ] && [ -s "$I/export.pid" ] && ! kill -0 "$(cat "$I/export.pid")" 2>/dev/null && [ ! -e "$I/build/slow" ] && pass "SIGINT stops children, exit 130, nothing partial" || fail "SIGINT stops children, exit 130, nothing partial" "status $st $(cat "$TMPD/ilog")"
 
 # ---- a corrupted cache object is detected and rebuilt ----

@@ -85,7 +85,10 @@ typedef struct Build {
 	BuildLog *log;
 	Action **acts;
 	size_t nacts;
-	size_t total, done;
+	size_t total, done;    /* needed actions; of them resolved or built */
+	size_t hits, ran;      /* of the done: found built, and run here (the
+				  progress counter counts what runs:
+				  [ran/total - hits]) */
 	int failed;
 	int tty;
 	/* Work directories cache/tmp/act-N (cache_workdir), one per action

@@ -71,6 +71,43 @@ static int materialize(Build *b)
 	return again;
 }
 
+/* -n, -q: the targets' files in the build directory that a build would
+ * copy from the store (missing, edited, or another branch's), each named
+ * unless quiet; their count */
+static size_t would_restore(Build *b, int quiet)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < b->nacts; i++) {
+		Action *a = b->acts[i];
+		if (!a->target || a->state != A_DONE || !a->have_rec)
+			continue;
+		char *dir = a->last ? path_join(b->o->build_dir, a->model->name)
+				    : xasprintf("%s/%s/%s", b->o->build_dir, a->model->name, a->stage->name);
+		for (size_t j = 0; j < a->rec.nouts; j++) {
+			char *dst = path_join(dir, a->rec.outs[j].name);
+			Hash h;
+			if (access(dst, F_OK) != 0 || statcache_hash(b->sc, dst, &h) < 0 ||
+			    !hash_eq(h, a->rec.outs[j].h)) {
+				if (!quiet)
+					printf("would restore %s from the cache\n", dst);
+				n++;
+			}
+			free(dst);
+		}
+		free(dir);
+	}
+	return n;
+}
+
+/* the cache epoch the build log was written against */
+static int write_epoch(const char *path, const char *epoch)
+{
+	char *dir = path_dir(path);
+	int r = mkdirs(dir);
+	free(dir);
+	return r < 0 ? -1 : write_file_atomic(path, epoch, strlen(epoch));
+}
+
 static int setup(Build *b, Project *p, const BuildOpts *o, int ntargets, char **targets)
 {
 	memset(b, 0, sizeof *b);
@@ -175,15 +212,22 @@ int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
 	}
 	if (status == 0 && b.failed)
 		status = 1;
-	if (status == 0 && !o->dry_run && ran == 0)
+	size_t restore = status == 0 && o->dry_run ? would_restore(&b, o->question) : 0;
+	if (o->question) {
+		/* make -q: nothing printed; 1 when anything would run or be
+		 * restored */
+		if (status == 0 && (b.done != hits || restore))
+			status = 1;
+	} else if (status == 0 && !o->dry_run && ran == 0) {
 		printf("%s: nothing to do: %zu actions up to date\n", argv0, hits);
-	else if (status == 0 && o->dry_run && b.done == hits)
+	} else if (status == 0 && o->dry_run && b.done == hits && !restore) {
 		printf("%s: nothing to do: %zu actions up to date\n", argv0, hits);
+	}
 	if (status == 2)
 		fprintf(stderr, "%s: %s\n", argv0, errmsg());
 	else if (status > 128)
 		fprintf(stderr, "%s: interrupted: stopped all actions; nothing partial was stored\n", argv0);
-	else if (status == 1)
+	else if (status == 1 && b.failed)
 		failed_summary(&b);
 	if (getenv("QUANTMAKE_STATS"))
 		fprintf(stderr, "%s: stats: %zu actions run, %zu cache hits, %ld files read for hashing\n",
@@ -194,7 +238,7 @@ int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
 	js_give_all();
 	if (buildlog_save(b.log) < 0)
 		warn("%s", errmsg());
-	else if (!b.log_trusted && !o->dry_run && write_file_atomic(epath, cache_epoch(b.cache), strlen(cache_epoch(b.cache))) < 0)
+	else if (!b.log_trusted && !o->dry_run && status < 128 && write_epoch(epath, cache_epoch(b.cache)) < 0)
 		warn("%s", errmsg());
 	free(epath);
 	buildlog_close(b.log);

@@ -86,6 +86,10 @@ static void reopen(Build *b, Action *a)
 	forget_rec(a);
 	if (a->state == A_DONE && b->done)
 		b->done--;
+	if (a->state == A_DONE && a->hit && b->hits)
+		b->hits--;
+	else if (a->state == A_DONE && !a->hit && b->ran)
+		b->ran--;
 	a->state = A_PENDING;
 	a->hit = 0;
 	free(a->why);
@@ -144,6 +148,7 @@ static int resolve(Build *b, Action *a)
 		a->hit = 1;
 		a->state = A_DONE;
 		b->done++;
+		b->hits++;
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
 		if (now.tv_sec - e->touched > 3600) {
@@ -163,6 +168,7 @@ static int resolve(Build *b, Action *a)
 			a->hit = 1;
 			a->state = A_DONE;
 			b->done++;
+			b->hits++;
 			cache_touch_action(b->cache, a->key);
 			remember(b, a);
 			return 0;
@@ -263,6 +269,10 @@ static void finish(Build *b, Action *a, int status)
 		a->state = A_DONE;
 		a->hit = code == CHILD_FOUND;
 		b->done++;
+		if (a->hit)
+			b->hits++;
+		else
+			b->ran++;
 		trust_deps(b, a);
 		remember(b, a);
 		if (a->stale) {
@@ -272,11 +282,11 @@ static void finish(Build *b, Action *a, int status)
 			return;
 		}
 		if (a->hit)
-			printf("[%zu/%zu] %s %s: built meanwhile by another quantmake process\n", b->done, b->total,
-			       a->stage->name, a->model->name);
+			printf("%s %s: built meanwhile by another quantmake process\n", a->stage->name, a->model->name);
 		else
-			printf("[%zu/%zu] %s %s (%.2fs)\n", b->done, b->total, a->stage->name, a->model->name, dt);
-		if (a->log.len)
+			printf("[%zu/%zu] %s %s (%.2fs)\n", b->ran, b->total - b->hits, a->stage->name, a->model->name,
+			       dt);
+		if (a->log.len && !b->o->silent)
 			fputs(a->log.buf, stdout);
 	} else if (up && a->tries < 2) {
 		/* an input object was corrupt or gone: rebuild the action that made
@@ -315,8 +325,9 @@ static void would_run_downstream(Build *b, const Action *a)
 		Action *d = b->acts[j];
 		if (action_takes_from(d, a) && d->needed && d->state == A_PENDING) {
 			d->state = A_SKIPPED;
-			printf("would run %s %s: its input from %s changes\n", d->stage->name, d->model->name,
-			       a->stage->name);
+			if (!b->o->question)
+				printf("would run %s %s: its input from %s changes\n", d->stage->name, d->model->name,
+				       a->stage->name);
 			would_run_downstream(b, d);
 		}
 	}
@@ -355,7 +366,8 @@ static int start_ready(Build *b, int *want_token)
 			}
 		}
 		if (b->o->dry_run) {
-			printf("would run %s %s: %s\n", a->stage->name, a->model->name, a->why);
+			if (!b->o->question)
+				printf("would run %s %s: %s\n", a->stage->name, a->model->name, a->why);
 			a->state = A_DONE;
 			a->have_rec = 0;
 			b->done++;

@@ -349,7 +349,7 @@ int runner_start(Build *b, Action *a)
 	clock_gettime(CLOCK_REALTIME, &a->start_real);
 	if (b->tty) {
 		/* a terminal shows what runs now on one line, replaced as it goes */
-		printf("\r\033[K[%zu/%zu] %s %s ...", b->done, b->total, a->stage->name, a->model->name);
+		printf("\r\033[K[%zu/%zu] %s %s ...", b->ran + 1, b->total - b->hits, a->stage->name, a->model->name);
 		fflush(stdout);
 	}
 	sb_reset(&a->log);

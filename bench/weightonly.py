@@ -18,6 +18,12 @@ peak RSS (its process tree's, from wait4), the output's size, and the
 logits of both quantized models run by onnxruntime (CPU, no graph
 optimizations) against the float model on 4 random inputs of 16 tokens:
 relative L2 error and next-token top-1 agreement.
+
+onnxruntime's quantizer imports onnx_ir (which imports sympy); they are
+installed with pip --no-deps into the work directory and put on the
+PYTHONPATH of its process only, so the shared .venv stays as the tests
+expect it (sympy there switches on symbolic shape inference in
+onnxruntime's quant_pre_process).
 """
 import argparse
 import os
@@ -110,8 +116,12 @@ def main():
         script = os.path.join(work, "ortq.py")
         with open(script, "w") as f:
             f.write(ORT_SCRIPT)
+        pylib = os.path.join(work, "pylib")
+        if not os.path.isdir(pylib):
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", pylib, "onnx-ir",
+                            "sympy", "mpmath"], check=True)
         owall, orss = run_measured([sys.executable, script, src, os.path.join(odir, "q.onnx"), str(a.bits),
-                                    str(a.block)])
+                                    str(a.block)], env=dict(os.environ, PYTHONPATH=pylib))
         obytes = dir_bytes(odir)
         rng = np.random.default_rng(0)
         feeds = [rng.integers(0, vocab, (1, 16)).astype(np.int64) for _ in range(4)]

@@ -16,7 +16,8 @@
 #   - lm_head gets 8 bits and the embedding int8 rows by default, with the
 #     reason in quant.json; the MatMuls of two activations are skipped
 #     with theirs; a tied lm_head (MatMul by Transpose(embedding)) reads
-#     the table as MatMulNBits's B and the float table goes;
+#     the table as MatMulNBits's B and the float table goes; a k_proj whose
+#     keys are an output after the logits (a KV cache) is no lm_head;
 #   - a model with external data keeps it, with the same tensors as the
 #     inline model's; -j1 and -j3 builds give the same bytes;
 #   - bad input: a block size (file:line, exit 2), an already quantized
@@ -35,7 +36,7 @@ mkdir -p "$X/rules" "$X/m/ext" "$X/ids"
 MK="$ROOT/tests/models/mkdecoder.py"
 "$PY" "$MK" "$X/m/dec.onnx" &&
 	"$PY" "$MK" "$X/m/dec21.onnx" --opset 21 &&
-	"$PY" "$MK" "$X/m/tied.onnx" --tied --seed 2 &&
+	"$PY" "$MK" "$X/m/tied.onnx" --tied --present --seed 2 &&
 	"$PY" "$MK" "$X/m/ext/dec.onnx" --external &&
 	"$PY" - "$X" <<'EOF' || { fail "weight-only test models" "generator failed"; exit 0; }
 import sys, numpy as np, onnx
@@ -117,7 +118,7 @@ def ortrun(path, opt=False):
     if not opt:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    return np.stack([s.run(None, {"input_ids": x})[0] for x in ids])
+    return np.stack([s.run(["logits"], {"input_ids": x})[0] for x in ids])
 def mine(m):
     try:
         return np.stack([np.load("%s/%s-%d.npz" % (TMP, m, i))["logits"] for i in range(8)])
@@ -204,6 +205,9 @@ if "tied" in E:
     res("tied: lm_head reads the embedding table as MatMulNBits's B; the float table and its Transpose go (%.4f)" % E["tied"][1][0],
         lmn is not None and lmn.op_type == "MatMulNBits" and "embed.weight" not in ti and
         not any(n.name == "embed_t" for n in mt.graph.node) and E["tied"][1][0] < 0.25, str(lmn)[:200])
+kp = node("tied", "layers.1.k_proj")
+res("tied: k_proj, whose keys are an output after the logits (a KV cache), is no lm_head: 4 bits",
+    kp.get("status") == "quantized" and "4 bits" in kp.get("reason", "") and "lm_head" not in kp.get("reason", ""), str(kp))
 mx = onnx.load(B + "/ext/ext.onnx", load_external_data=False)
 nx = sum(1 for i in mx.graph.initializer if i.data_location == onnx.TensorProto.EXTERNAL)
 a = {i.name: onnx.numpy_helper.to_array(i) for i in onnx.load(B + "/rtn/rtn.onnx").graph.initializer}

@@ -41,8 +41,8 @@
  *       opset-21 DequantizeLinear with axis K and block_size feeding the
  *       unchanged MatMul, Gemm or Transpose; needs a model at opset >= 21.
  *
- * lm_head (a MatMul or Gemm whose output reaches a graph output through
- * Add, Reshape, Cast and the like) gets quantize.lm-head-bits (8 by
+ * lm_head (a MatMul or Gemm whose output reaches the graph's first output
+ * through Add, Reshape, Cast and the like) gets quantize.lm-head-bits (8 by
  * default: a 4-bit lm_head makes decoders repeat themselves); an embedding
  * Gather of a 2-D float initializer becomes DequantizeLinear (int8, one
  * symmetric scale per row, opset >= 13) + Gather at
@@ -87,9 +87,18 @@ static void params_free(WoParams *p)
 	}
 }
 
+/* v rounded to the nearest integer, ties to even: nearbyintf's result in
+ * the default rounding mode, without its call (adding 2^23 leaves no
+ * fraction bits, so the hardware rounds the sum) */
+static inline float round_even(float v)
+{
+	float c = copysignf(0x1p23f, v);
+	return fabsf(v) < 0x1p23f ? (v + c) - c : v;
+}
+
 static inline int wo_code(float x, float s, int z, int qmax)
 {
-	float v = nearbyintf(x / s) + (float)z;
+	float v = round_even(x / s) + (float)z;
 	return v < 0 ? 0 : v > (float)qmax ? qmax : (int)v;
 }
 
@@ -127,7 +136,7 @@ static void rtn_block(const float *x, int64_t L, int bits, int sym, float *s, in
 		return;
 	}
 	*s = (hi - lo) / (float)qmax;
-	float zf = nearbyintf(-lo / *s);
+	float zf = round_even(-lo / *s);
 	*z = zf < 0 ? 0 : zf > (float)qmax ? qmax : (int)zf;
 }
 
@@ -159,7 +168,7 @@ static int hqq_block(const float *x, int64_t L, int bits, float *s, int *z)
 	for (int it = 0; it < HQQ_ITERS; it++) {
 		double err = 0, acc = 0;
 		for (int64_t i = 0; i < L; i++) {
-			float q = nearbyintf(x[i] * inv + zero);
+			float q = round_even(x[i] * inv + zero);
 			q = q < 0 ? 0 : q > (float)qmax ? (float)qmax : q;
 			float e = x[i] - (q - zero) / inv, a = fabsf(e), we = 0;
 			if (a > 0) {
@@ -177,7 +186,7 @@ static int hqq_block(const float *x, int64_t L, int bits, float *s, int *z)
 		zero = (float)(acc / (double)L);
 		beta *= HQQ_KAPPA;
 	}
-	float hs = 1.0f / inv, zr = nearbyintf(best_zero);
+	float hs = 1.0f / inv, zr = round_even(best_zero);
 	int hz = zr < 0 ? 0 : zr > (float)qmax ? qmax : (int)zr;
 	for (int r = 0; r < 2; r++)
 		hs = refit_scale(x, L, hs, hz, qmax);
@@ -233,9 +242,13 @@ static void each_row(const WoParams *p, const FloatView *v, int64_t lo, int64_t 
 	float *t = xmalloc(sizeof(float) * (size_t)(K ? K : 1) * TN);
 	for (int64_t n0 = lo; n0 < hi; n0 += TN) {
 		int64_t nn = hi - n0 < TN ? hi - n0 : TN;
-		for (int64_t k = 0; k < K; k++)
+		/* by squares of 16 rows: reads and writes stay in L1 */
+		for (int64_t k0 = 0; k0 < K; k0 += 16) {
+			int64_t k1 = K - k0 < 16 ? K : k0 + 16;
 			for (int64_t j = 0; j < nn; j++)
-				t[j * K + k] = v->x[k * N + n0 + j];
+				for (int64_t k = k0; k < k1; k++)
+					t[j * K + k] = v->x[k * N + n0 + j];
+		}
 		for (int64_t j = 0; j < nn; j++)
 			fn(ctx, n0 + j, t + j * K);
 	}
@@ -294,27 +307,29 @@ static void fill_row(void *ctx, int64_t n, const float *row)
 		int64_t rowlen = p->nblk * p->block;
 		uint8_t *o = f->out + (size_t)(n * rowlen * bits / 8);
 		memset(o, 0, (size_t)(rowlen * bits / 8));
-		for (int64_t k = 0; k < rowlen; k++) {
-			int64_t b = k / p->block;
+		for (int64_t b = 0, k = 0; b < p->nblk; b++) {
 			float s = p->scales[n * p->nblk + b];
 			int z = p->zps[n * p->nblk + b];
-			int c = k < p->K ? wo_code(row[k], s, z, qmax) : z;
-			o[k * bits / 8] |= (uint8_t)(c << (k * bits % 8));
+			for (int64_t e = k + p->block; k < e; k++) {
+				int c = k < p->K ? wo_code(row[k], s, z, qmax) : z;
+				o[k * bits / 8] |= (uint8_t)(c << (k * bits % 8));
+			}
 		}
 		return;
 	}
 	/* the weight's own layout: element (n, k) at n * K + k ([N, K]) or
 	 * k * N + n ([K, N]); 4-bit values low nibble first */
-	for (int64_t k = 0; k < p->K; k++) {
-		int64_t b = k / p->block;
-		int c = wo_code(row[k], p->scales[n * p->nblk + b], p->zps[n * p->nblk + b], qmax);
-		if (f->sign)
-			c -= h;
-		int64_t i = p->nk ? n * p->K + k : k * p->N + n;
-		if (bits == 8)
-			f->out[i] = (uint8_t)c;
-		else
-			f->out[i >> 1] |= (uint8_t)((c & 0xf) << ((i & 1) * 4));
+	for (int64_t b = 0, k = 0; b < p->nblk; b++) {
+		float s = p->scales[n * p->nblk + b];
+		int z = p->zps[n * p->nblk + b];
+		for (int64_t e = k + p->block < p->K ? k + p->block : p->K; k < e; k++) {
+			int c = wo_code(row[k], s, z, qmax) - (f->sign ? h : 0);
+			int64_t i = p->nk ? n * p->K + k : k * p->N + n;
+			if (bits == 8)
+				f->out[i] = (uint8_t)c;
+			else
+				f->out[i >> 1] |= (uint8_t)((c & 0xf) << ((i & 1) * 4));
+		}
 	}
 }
 
@@ -393,13 +408,14 @@ typedef struct WoCtx {
 	int64_t opset;
 } WoCtx;
 
-/* does name reach a graph output through nodes that only move or add to
- * it (a lm_head's logits)? */
+/* does name reach the graph's first output (a decoder's logits, before
+ * its KV cache) through nodes that only move, cast or add to it (an
+ * lm_head's bias)? */
 static int reaches_output(const Onnx__GraphProto *g, const char *name, int depth)
 {
 	static const char *const pass[] = {"Add", "Reshape", "Identity", "Cast", "Squeeze", "Unsqueeze",
-					   "Flatten", "Transpose", "Softcap", "Tanh", "Mul", "Div", NULL};
-	if (qg_is_output(g, name))
+					   "Flatten", "Transpose", NULL};
+	if (g->n_output && g->output[0]->name && !strcmp(g->output[0]->name, name))
 		return 1;
 	if (depth > 4)
 		return 0;
@@ -781,7 +797,7 @@ static int bits_for(WoCtx *c, const Onnx__NodeProto *n, const char **src)
 		return c->o->wo_embed_bits;
 	}
 	if (n->n_output && reaches_output(c->g, n->output[0], 0)) {
-		*src = "lm_head (its output is the model's logits): quantize.lm-head-bits, 8 by default since a 4-bit lm_head makes decoders repeat themselves";
+		*src = "lm_head (its output is the model's first output, the logits): quantize.lm-head-bits, 8 by default since a 4-bit lm_head makes decoders repeat themselves";
 		return c->o->wo_lm_head_bits;
 	}
 	*src = NULL;

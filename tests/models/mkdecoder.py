@@ -5,14 +5,16 @@ Token ids [1, T] -> embedding Gather -> layers of (RMSNorm written as
 Mul/ReduceMean/Add/Sqrt/Div/Mul, multi-head causal attention with a
 constant mask, SwiGLU MLP, residual Adds) -> RMSNorm -> lm_head -> logits
 [1, T, V]. The attention output projection of layer 0 is a Gemm (transB,
-bias) on [T, H]; the MLP's down projection has K = ffn, which need not
+bias) on [T, H]; with --present each layer's keys, as they leave k_proj
+through a Reshape and a Transpose, are outputs too (after the logits, as a
+KV cache is); the MLP's down projection has K = ffn, which need not
 divide by the quantization block. lm_head is its own weight [H, V], or with
 --tied a MatMul by Transpose(embedding). Random weights scaled by
 1/sqrt(fan_in), from --seed.
 
 usage: mkdecoder.py OUT.onnx [--vocab V] [--hidden H] [--heads NH]
-       [--ffn F] [--layers L] [--seq T] [--opset N] [--tied] [--external]
-       [--seed S]
+       [--ffn F] [--layers L] [--seq T] [--opset N] [--tied] [--present]
+       [--external] [--seed S]
 """
 import argparse
 
@@ -27,10 +29,26 @@ def build(a):
     rng = np.random.default_rng(a.seed)
     V, H, NH, F, L, S = a.vocab, a.hidden, a.heads, a.ffn, a.layers, a.seq
     hd = H // NH
-    inits, nodes = [], []
+    inits, nodes, present = [], [], []
 
     def init(name, arr):
-        inits.append(nh.from_array(np.ascontiguousarray(arr), name))
+        arr = np.ascontiguousarray(arr)
+        if a.data is not None and arr.nbytes >= 1024:
+            # straight to the data file: a multi-GB model never sits in a
+            # protobuf message
+            t = onnx.TensorProto()
+            t.name = name
+            t.dims.extend(arr.shape)
+            t.data_type = onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
+            t.data_location = onnx.TensorProto.EXTERNAL
+            off = a.data.tell()
+            a.data.write(arr.tobytes())
+            for k, v in (("location", a.location), ("offset", str(off)), ("length", str(arr.nbytes))):
+                e = t.external_data.add()
+                e.key, e.value = k, v
+            inits.append(t)
+        else:
+            inits.append(nh.from_array(arr, name))
         return name
 
     def w(name, k, n):
@@ -74,6 +92,8 @@ def build(a):
         qt = node("Transpose", [qh], [p + ".qt"], p + ".q_t", perm=[0, 2, 1, 3])
         kt = node("Transpose", [kh], [p + ".kt"], p + ".k_t", perm=[0, 2, 3, 1])
         vt = node("Transpose", [vh], [p + ".vt"], p + ".v_t", perm=[0, 2, 1, 3])
+        if a.present:
+            present.append(node("Transpose", [kh], ["present.%d.key" % li], p + ".present_k", perm=[0, 2, 1, 3]))
         sc = node("MatMul", [qt, kt], [p + ".scores"], p + ".qk")
         ss = node("Mul", [sc, "attn_scale"], [p + ".ss"], p + ".scale_scores")
         sm = node("Add", [ss, "causal_mask"], [p + ".masked"], p + ".mask")
@@ -105,7 +125,8 @@ def build(a):
     else:
         node("MatMul", [xn, w("lm_head.weight", H, V)], ["logits"], "lm_head")
     g = h.make_graph(nodes, "decoder", [h.make_tensor_value_info("input_ids", T.INT64, [1, S])],
-                     [h.make_tensor_value_info("logits", T.FLOAT, [1, S, V])], inits)
+                     [h.make_tensor_value_info("logits", T.FLOAT, [1, S, V])] +
+                     [h.make_tensor_value_info(n, T.FLOAT, [1, NH, S, hd]) for n in present], inits)
     m = h.make_model(g, opset_imports=[h.make_opsetid("", a.opset)], producer_name="mkdecoder")
     m.ir_version = 10 if a.opset >= 21 else 8
     return m
@@ -122,17 +143,19 @@ def main():
     p.add_argument("--seq", type=int, default=16)
     p.add_argument("--opset", type=int, default=17)
     p.add_argument("--tied", action="store_true")
+    p.add_argument("--present", action="store_true")
     p.add_argument("--external", action="store_true")
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
-    m = build(a)
-    onnx.checker.check_model(m)
+    a.data = None
     if a.external:
-        loc = a.out.rsplit("/", 1)[-1] + ".data"
-        onnx.save(m, a.out, save_as_external_data=True, all_tensors_to_one_file=True, location=loc,
-                  size_threshold=1024)
-    else:
-        onnx.save(m, a.out)
+        a.location = a.out.rsplit("/", 1)[-1] + ".data"
+        a.data = open(a.out + ".data", "wb")
+    m = build(a)
+    if a.data:
+        a.data.close()
+    onnx.save(m, a.out)
+    onnx.checker.check_model(a.out)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,10 @@ MatMulNBitsQuantizer, save with external data. Each tool's wall time and
 peak RSS (its process tree's, from wait4), the output's size, and the
 logits of both quantized models run by onnxruntime (CPU, no graph
 optimizations) against the float model on 4 random inputs of 16 tokens:
-relative L2 error and next-token top-1 agreement.
+relative L2 error and next-token top-1 agreement. quantmake's stage times
+(from its build log) are printed too: export copies the model into the
+cache and infer-shapes links it, costs onnxruntime's in-process call does
+not have.
 
 onnxruntime's quantizer imports onnx_ir (which imports sympy); they are
 installed with pip --no-deps into the work directory and put on the
@@ -27,7 +30,7 @@ onnxruntime's quant_pre_process).
 """
 import argparse
 import os
-import resource
+import re
 import shutil
 import subprocess
 import sys
@@ -60,7 +63,7 @@ def run_measured(cmd, **kw):
     wall = time.monotonic() - t
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit("failed: %s\n%s" % (" ".join(cmd), out[-2000:]))
-    return wall, ru.ru_maxrss / 1024.0
+    return wall, ru.ru_maxrss / 1024.0, out
 
 
 def dir_bytes(d, skip_json=True):
@@ -107,7 +110,8 @@ def main():
                     "quantize.block-size = %d\nquantize.lm-head-bits = %d\nquantize.embedding-bits = float\n"
                     "quantize.exclude-nodes = layers.0.o_proj\n" % (a.bits, a.block, a.bits))
         env = dict(os.environ, QUANTMAKE_CACHE=os.path.join(proj, "cache"))
-        qwall, qrss = run_measured([qm, "-C", proj, "-j2"], env=env)
+        qwall, qrss, qout = run_measured([qm, "-C", proj, "-j2"], env=env)
+        stages = re.findall(r"^\[\d+/\d+\] (\S+) q \(([0-9.]+)s\)", qout, re.M)
         qdir = os.path.join(proj, "build", "q")
         qbytes = dir_bytes(qdir)
         odir = os.path.join(work, "ort")
@@ -120,7 +124,7 @@ def main():
         if not os.path.isdir(pylib):
             subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", pylib, "onnx-ir",
                             "sympy", "mpmath"], check=True)
-        owall, orss = run_measured([sys.executable, script, src, os.path.join(odir, "q.onnx"), str(a.bits),
+        owall, orss, _ = run_measured([sys.executable, script, src, os.path.join(odir, "q.onnx"), str(a.bits),
                                     str(a.block)], env=dict(os.environ, PYTHONPATH=pylib))
         obytes = dir_bytes(odir)
         rng = np.random.default_rng(0)
@@ -133,6 +137,7 @@ def main():
         print("%-12s %9s %10s %12s %10s %8s" % ("tool", "wall s", "peak MiB", "bytes", "rel err", "top-1"))
         for name, wall, rss, nb in (("quantmake", qwall, qrss, qbytes), ("onnxruntime", owall, orss, obytes)):
             print("%-12s %9.2f %10.0f %12d %10.4f %8.3f" % (name, wall, rss, nb, res[name][0], res[name][1]))
+        print("quantmake's stages: %s" % ", ".join("%s %s s" % st for st in stages))
         print("ratios quantmake / onnxruntime: wall %.3f, peak RSS %.3f, size %.3f, rel err %.3f" %
               (qwall / owall, qrss / orss, qbytes / obytes, res["quantmake"][0] / res["onnxruntime"][0]))
     finally:

@@ -20,6 +20,8 @@
 #     keys are an output after the logits (a KV cache) is no lm_head;
 #   - a model with external data keeps it, with the same tensors as the
 #     inline model's; -j1 and -j3 builds give the same bytes;
+#   - the MatMulNBits kernel on hand-made nodes (float, packed 2/8-bit and
+#     absent zero points, bias, 3-D input) matches numpy and onnxruntime;
 #   - bad input: a block size (file:line, exit 2), an already quantized
 #     model, HQQ with symmetric, node-bits on an activation product, qdq
 #     below opset 21, a model with no constant weight: one line, exit 1,
@@ -237,6 +239,68 @@ if "$Q" -C "$TMPD/y" -j1 > "$TMPD/ylog" 2>&1; then
 else
 	fail "-j1 build" "$(tail -2 "$TMPD/ylog")"
 fi
+
+# the MatMulNBits kernel on what weight-only does not write: float zero
+# points, packed 2-bit and 8-bit zero points, none, a bias, a 3-D A,
+# K = 40 in blocks of 16; against numpy and onnxruntime
+K=$TMPD/k
+mkdir -p "$K"
+"$PY" - "$K" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+D = sys.argv[1]
+rng = np.random.default_rng(3)
+K, N, bs = 40, 5, 16
+nb = (K + bs - 1) // bs
+a = rng.standard_normal((2, 3, K)).astype(np.float32)
+np.save(D + "/a.npy", a)
+for bits, zk in ((4, "float"), (8, "packed"), (2, "packed"), (4, "none")):
+    codes = rng.integers(0, 1 << bits, (N, nb * bs)).astype(np.uint8)
+    per = 8 // bits
+    B = np.zeros((N, nb * bs // per), np.uint8)
+    for j in range(per):
+        B |= (codes[:, j::per] << (j * bits)).astype(np.uint8)
+    sc = (rng.random((N, nb)) * 0.1 + 0.01).astype(np.float32)
+    if zk == "float":
+        z = (rng.random((N, nb)) * ((1 << bits) - 1)).astype(np.float32)
+        zt = nh.from_array(z.reshape(-1), "z")
+    elif zk == "packed":
+        zc = rng.integers(0, 1 << bits, (N, nb)).astype(np.uint8)
+        zrow = (nb * bits + 7) // 8
+        zp = np.zeros((N, zrow), np.uint8)
+        for b in range(nb):
+            zp[:, b * bits // 8] |= (zc[:, b] << (b * bits % 8)).astype(np.uint8)
+        z, zt = zc.astype(np.float32), nh.from_array(zp.reshape(-1), "z")
+    else:
+        z = np.full((N, nb), float(1 << (bits - 1)), np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    ins = ["a", "B", "s", "z" if zk != "none" else "", "", "bias"]
+    node = h.make_node("MatMulNBits", ins, ["y"], domain="com.microsoft", K=K, N=N, bits=bits, block_size=bs)
+    inits = [nh.from_array(B.reshape(N, nb, bs * bits // 8), "B"), nh.from_array(sc.reshape(-1), "s"),
+             nh.from_array(bias, "bias")] + ([zt] if zk != "none" else [])
+    g = h.make_graph([node], "k", [h.make_tensor_value_info("a", T.FLOAT, [2, 3, K])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2, 3, N])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])
+    name = "b%d_%s" % (bits, zk)
+    onnx.save(m, "%s/%s.onnx" % (D, name))
+    W = (codes[:, :K].astype(np.float32) - np.repeat(z, bs, 1)[:, :K]) * np.repeat(sc, bs, 1)[:, :K]
+    np.save("%s/%s.ref.npy" % (D, name), a @ W.T + bias)
+EOF
+for k in b4_float b8_packed b2_packed b4_none; do
+	t="MatMulNBits kernel: $k matches numpy and onnxruntime"
+	if ! "$Q" run "$K/$k.onnx" -i "a=$K/a.npy" -o "$K/$k.npz" -q > "$TMPD/k.log" 2>&1; then
+		fail "$t" "$(tail -1 "$TMPD/k.log")"
+		continue
+	fi
+	"$PY" - "$K" "$k" "$t" <<'EOF'
+import sys, numpy as np, onnxruntime as ort
+D, k, t = sys.argv[1], sys.argv[2], sys.argv[3]
+ref, y = np.load("%s/%s.ref.npy" % (D, k)), np.load("%s/%s.npz" % (D, k))["y"]
+o = ort.InferenceSession("%s/%s.onnx" % (D, k), providers=["CPUExecutionProvider"]).run(None, {"a": np.load(D + "/a.npy")})[0]
+d, do = float(np.abs(y - ref).max()), float(np.abs(o - ref).max())
+print("PASS: %s" % t if d < 1e-4 and do < 1e-4 else "FAIL: %s: ours %g, onnxruntime %g off numpy" % (t, d, do))
+EOF
+done
 
 # bad input: one line, the right exit, nothing in build/
 P=$TMPD/p

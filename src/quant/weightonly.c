@@ -24,8 +24,8 @@
  *       (quant.json counts the blocks that kept HQQ's).
  *
  * A code is clamp(round_half_even(x / scale) + zero point, 0, 2^bits - 1).
- * Every block is computed alone, in a fixed order, so the bytes never
- * depend on a thread count.
+ * Every block is computed alone (rows split among QuantOpts.threads), so
+ * the bytes never depend on a thread count.
  *
  * Formats:
  *   matmulnbits: the MatMul (or Gemm) becomes com.microsoft MatMulNBits
@@ -35,7 +35,7 @@
  *       symmetric, where the kernel's default 2^(bits-1) holds), attributes
  *       K, N, bits, block_size. A K that does not divide by the block is
  *       padded with codes equal to the block's zero point (the value 0).
- *       Gemm's alpha multiplies the scales, its C (beta 1) is added after.
+ *       Gemm's alpha becomes a Mul and its C (beta 1) an Add after it.
  *   qdq: the weight becomes int4/int8 (symmetric, no zero point) or
  *       uint4/uint8 with zero points, in its own shape, read by an
  *       opset-21 DequantizeLinear with axis K and block_size feeding the

@@ -300,7 +300,7 @@ void quant_json(StrBuf *sb, const char *model, const QuantOpts *o, const CalibSt
 		sb_puts(sb, ",\n  \"per_channel_auto\": [\n    ");
 		sb_add(sb, rep->auto_pc.buf, rep->auto_pc.len);
 		sb_puts(sb, "\n  ]");
-	} else {
+	} else if (o->mode != QMODE_WEIGHT_ONLY) {
 		sb_printf(sb, ",\n  \"keep_io_types\": %s", o->keep_io_types ? "true" : "false");
 	}
 	sb_printf(sb, ",\n  \"target\": \"%s\"", o->target_gpu ? "gpu" : "cpu");

@@ -13,8 +13,9 @@
 #   - quantize.format = qdq (opset 21: int4/uint4 weights, DequantizeLinear
 #     with block_size) runs in onnxruntime and gives the logits of the
 #     MatMulNBits model (the same codes);
-#   - lm_head gets 8 bits and the embedding int8 rows by default, with the
-#     reason in quant.json; the MatMuls of two activations are skipped
+#   - lm_head gets 8 bits and the embedding 8-bit GatherBlockQuantized
+#     blocks (4 bits asked: packed; qdq format: int8 rows through
+#     DequantizeLinear) by default, with the reason in quant.json; the MatMuls of two activations are skipped
 #     with theirs; a tied lm_head (MatMul by Transpose(embedding)) reads
 #     the table as MatMulNBits's B and the float table goes; a k_proj whose
 #     keys are an output after the logits (a KV cache) is no lm_head;
@@ -76,9 +77,16 @@ quantize.bits = 8
 [model n21]
 source = m/dec21.onnx
 quantize = weight-only
+quantize.embedding-bits = float
 
 [model q21 : n21]
 quantize.format = qdq
+
+[model q21e : q21]
+quantize.embedding-bits = 8
+
+[model e4 : rtn]
+quantize.embedding-bits = 4
 
 [model tied]
 source = m/tied.onnx
@@ -97,7 +105,7 @@ pass "weight-only builds"
 
 # our interpreter's logits for every model and input
 B=$X/build
-for m in rtn hqq sym b8 n21 q21 tied ext; do
+for m in rtn hqq sym b8 n21 q21 q21e e4 tied ext; do
 	for i in 0 1 2 3 4 5 6 7; do
 		"$Q" run "$B/$m/$m.onnx" -i "input_ids=$X/ids/s$i.npy" -o "$TMPD/$m-$i.npz" -q > "$TMPD/run.log" 2>&1 ||
 			{ fail "interpreter runs $m" "$(tail -2 "$TMPD/run.log")"; break; }
@@ -134,7 +142,7 @@ def node(m, name):
     return next((n for n in qj(m)["nodes"] if n["name"] == name), {})
 flt = ortrun(X + "/m/dec.onnx")
 E = {}
-for m in ["rtn", "hqq", "sym", "b8", "n21", "q21", "tied", "ext"]:
+for m in ["rtn", "hqq", "sym", "b8", "n21", "q21", "q21e", "e4", "tied", "ext"]:
     p = "%s/%s/%s.onnx" % (B, m, m)
     try:
         y = ortrun(p)
@@ -166,10 +174,24 @@ res("rtn: lm_head at 8 bits with the reason in quant.json",
     lm.get("status") == "quantized" and "8 bits" in lm.get("reason", "") and "lm-head-bits" in lm.get("reason", ""),
     str(lm))
 emb = node("rtn", "embed")
-res("rtn: the embedding Gather reads int8 rows (DequantizeLinear axis 0), reason in quant.json",
+gq = next((n for n in mq.graph.node if n.op_type == "GatherBlockQuantized"), None)
+ga = {a.name: a.i for a in gq.attribute} if gq else {}
+res("rtn: the embedding is GatherBlockQuantized (uint8 [256, 64], 8 bits, block 32), reason in quant.json",
     emb.get("status") == "quantized" and "embedding-bits" in emb.get("reason", "") and "embed.weight" not in inits and
-    inits.get("embed.weight_quantized") is not None and inits["embed.weight_quantized"].data_type == onnx.TensorProto.INT8,
-    str(emb))
+    gq is not None and gq.domain == "com.microsoft" and list(inits[gq.input[0]].dims) == [256, 64] and
+    list(inits[gq.input[2]].dims) == [256, 2] and ga.get("bits") == 8 and ga.get("block_size") == 32 and
+    ga.get("gather_axis") == 0 and ga.get("quantize_axis") == 1, str(emb))
+m4 = onnx.load(B + "/e4/e4.onnx")
+i4 = {i.name: i for i in m4.graph.initializer}
+g4 = next((n for n in m4.graph.node if n.op_type == "GatherBlockQuantized"), None)
+res("e4: a 4-bit embedding: uint8 [256, 32] packed, zero points [256, 1]",
+    g4 is not None and list(i4[g4.input[0]].dims) == [256, 32] and list(i4[g4.input[3]].dims) == [256, 1] and
+    "e4" in E and E["e4"][1][0] < 0.3, str(g4)[:200])
+me = onnx.load(B + "/q21e/q21e.onnx")
+ie = {i.name: i for i in me.graph.initializer}
+res("q21e: qdq format: the embedding reads int8 rows (DequantizeLinear axis 0) before its Gather",
+    node("q21e", "embed").get("status") == "quantized" and ie.get("embed.weight_quantized") is not None and
+    ie["embed.weight_quantized"].data_type == onnx.TensorProto.INT8 and "embed.weight" not in ie)
 qk = node("rtn", "layers.0.qk")
 res("rtn: a MatMul of two activations is skipped with the reason",
     qk.get("status") == "skipped" and "not a constant" in qk.get("reason", ""), str(qk))
@@ -328,7 +350,7 @@ bad "a bad node-bits entry refused at file:line" 2 "m.rules:4: .*node-bits entry
 source = m/dec.onnx
 quantize = weight-only
 quantize.node-bits = lm_head=3"
-bad "an already quantized model refused" 1 "the model is already quantized: node .* is a (DequantizeLinear|MatMulNBits); quantize the float model instead" \
+bad "an already quantized model refused" 1 "the model is already quantized: node .* is a (DequantizeLinear|MatMulNBits|GatherBlockQuantized); quantize the float model instead" \
 	"[model a]
 source = m/q.onnx
 quantize = weight-only"

@@ -44,9 +44,12 @@
  * lm_head (a MatMul or Gemm whose output reaches the graph's first output
  * through Add, Reshape, Cast and the like) gets quantize.lm-head-bits (8 by
  * default: a 4-bit lm_head makes decoders repeat themselves); an embedding
- * Gather of a 2-D float initializer becomes DequantizeLinear (int8, one
- * symmetric scale per row, opset >= 13) + Gather at
- * quantize.embedding-bits. quantize.node-bits sets a node's bits by name;
+ * Gather of a 2-D float initializer gets quantize.embedding-bits: with
+ * matmulnbits it becomes com.microsoft GatherBlockQuantized (uint8 codes
+ * [V, H * bits / 8] packed over the flat index, scales and packed zero
+ * points [V, ...] as MatMulNBits's, blocks along H; src/ops/gatherbq.c
+ * runs it), with qdq DequantizeLinear (int8, one symmetric scale per row,
+ * opset >= 13) + Gather. quantize.node-bits sets a node's bits by name;
  * 0 bits means float. Only the main graph is rewritten.
  *
  * Weights held in external data (a model saved next) get their scales and
@@ -287,7 +290,10 @@ static int par_range(void *arg, int64_t lo, int64_t hi)
 }
 
 /* the codes of the weight, made now or while the model is saved */
-enum { OUT_NBITS, OUT_QDQ, OUT_ROW };   /* OUT_ROW: OUT_QDQ with one scale per row (axis 0) */
+/* OUT_ROW: OUT_QDQ with one scale per row (axis 0); OUT_GBQ: an embedding
+ * for GatherBlockQuantized, uint8 [N, K * bits / 8] codes packed low bits
+ * first over the flat index (OUT_QDQ's order, unsigned) */
+enum { OUT_NBITS, OUT_QDQ, OUT_ROW, OUT_GBQ };
 typedef struct WoFill {
 	Model *m;                 /* deferred: the model and ... */
 	Onnx__TensorProto *src;   /* ... a copy of the source's reference */
@@ -338,6 +344,8 @@ static size_t fill_bytes(const WoFill *f)
 	const WoParams *p = f->p;
 	if (f->kind == OUT_NBITS)
 		return (size_t)(p->N * p->nblk * p->block * p->bits / 8);
+	if (f->kind == OUT_GBQ)
+		return (size_t)(p->N * p->K * p->bits / 8);
 	return (size_t)((p->N * p->K * p->bits + 7) / 8);
 }
 
@@ -507,18 +515,20 @@ static int wo_weight(WoCtx *c, const Onnx__TensorProto *src, int nk, int bits, i
 
 	WoWeight w = {.key = key, .N = p->N, .K = p->K, .bits = bits};
 	char *base;
-	if (kind == OUT_NBITS) {
+	if (kind == OUT_NBITS || kind == OUT_GBQ) {
+		/* GatherBlockQuantized's scales and zero points keep the data's rank */
+		int gbq = kind == OUT_GBQ;
 		base = xasprintf("%s_Q%d", sn, bits);
 		w.q = qg_name_fresh(&c->names, base);
 		free(base);
 		base = xasprintf("%s_scales", sn);
 		w.s = qg_name_fresh(&c->names, base);
 		free(base);
-		int64_t ns = p->N * p->nblk;
-		qg_add_values(c->g, w.s, DT_FLOAT, 1, &ns, p->scales);
+		int64_t ns = p->N * p->nblk, sd[2] = {p->N, p->nblk};
+		qg_add_values(c->g, w.s, DT_FLOAT, gbq ? 2 : 1, gbq ? sd : &ns, p->scales);
 		if (!sym) {
 			/* per row n, ceil(n_blocks * bits / 8) bytes, low bits first */
-			int64_t zrow = (p->nblk * bits + 7) / 8, nz = p->N * zrow;
+			int64_t zrow = (p->nblk * bits + 7) / 8, nz = p->N * zrow, zd[2] = {p->N, zrow};
 			uint8_t *zb = xcalloc((size_t)(nz ? nz : 1), 1);
 			for (int64_t n = 0; n < p->N; n++)
 				for (int64_t b = 0; b < p->nblk; b++)
@@ -527,7 +537,7 @@ static int wo_weight(WoCtx *c, const Onnx__TensorProto *src, int nk, int bits, i
 			base = xasprintf("%s_zero_points", sn);
 			w.z = qg_name_fresh(&c->names, base);
 			free(base);
-			qg_add_values(c->g, w.z, DT_UINT8, 1, &nz, zb);
+			qg_add_values(c->g, w.z, DT_UINT8, gbq ? 2 : 1, gbq ? zd : &nz, zb);
 			free(zb);
 		}
 	} else {
@@ -576,7 +586,7 @@ static int wo_weight(WoCtx *c, const Onnx__TensorProto *src, int nk, int bits, i
 		/* its inputs are initializers: it may run first */
 		qg_push(&c->nodes, &c->nn, dq);
 	}
-	int qdt = kind == OUT_NBITS ? DT_UINT8 : bits == 8 ? (sym ? DT_INT8 : DT_UINT8) : (sym ? DT_INT4 : DT_UINT4);
+	int qdt = kind == OUT_NBITS || kind == OUT_GBQ ? DT_UINT8 : bits == 8 ? (sym ? DT_INT8 : DT_UINT8) : (sym ? DT_INT4 : DT_UINT4);
 	/* quant.json: what the weight became (its scales are too many to list) */
 	StrBuf *sb = &c->rep->tensors;
 	if (sb->len)
@@ -602,7 +612,7 @@ static int wo_weight(WoCtx *c, const Onnx__TensorProto *src, int nk, int bits, i
 	sb_puts(sb, "}}");
 
 	WoFill *f = xcalloc(1, sizeof *f);
-	*f = (WoFill){.p = p, .kind = kind, .sign = kind != OUT_NBITS && sym};
+	*f = (WoFill){.p = p, .kind = kind, .sign = (kind == OUT_QDQ || kind == OUT_ROW) && sym};
 	int64_t qd[3];
 	int qr;
 	if (kind == OUT_NBITS) {
@@ -612,7 +622,7 @@ static int wo_weight(WoCtx *c, const Onnx__TensorProto *src, int nk, int bits, i
 		qr = 3;
 	} else {
 		qd[0] = src->dims[0];
-		qd[1] = src->dims[1];
+		qd[1] = kind == OUT_GBQ ? src->dims[1] * bits / 8 : src->dims[1];
 		qr = 2;
 	}
 	int r = 0;
@@ -758,8 +768,9 @@ static int wo_matmul(WoCtx *c, Onnx__NodeProto *n, int bits, const char **why, i
 	return 1;
 }
 
-/* an embedding Gather of a 2-D float initializer: per-row int8 */
-static int wo_gather(WoCtx *c, Onnx__NodeProto *n, int bits, const char **why)
+/* an embedding Gather of a 2-D float initializer: GatherBlockQuantized
+ * (matmulnbits), or per-row int8 through DequantizeLinear (qdq) */
+static int wo_gather(WoCtx *c, Onnx__NodeProto *n, int bits, const char **why, int *gone)
 {
 	const char *d = node_input(n, 0);
 	Onnx__TensorProto *w = d ? qg_init(c->g, d) : NULL;
@@ -770,13 +781,39 @@ static int wo_gather(WoCtx *c, Onnx__NodeProto *n, int bits, const char **why)
 		*why = "not an embedding: its data (input 0) is not a 2-D float initializer gathered on axis 0";
 		return 0;
 	}
+	const WoWeight *q;
+	const char *ix = node_input(n, 1);
+	if (c->o->format == QFMT_MATMULNBITS) {
+		/* com.microsoft GatherBlockQuantized: rows stay packed at run time */
+		if (w->dims[1] * bits % 8) {
+			*why = "GatherBlockQuantized needs rows of a whole number of bytes: an even width for 4 bits";
+			return 0;
+		}
+		if (!ix || wo_weight(c, w, 1, bits, c->o->wo_block, c->o->wo_symmetric, OUT_GBQ, &q) < 0)
+			return ix ? -1 : error("Gather without indices");
+		const char *in[] = {q->q, ix, q->s, q->z};
+		char *nm = fresh(c, n->name && *n->name ? n->name : n->output[0], "_Q");
+		Onnx__NodeProto *gq = qg_node("GatherBlockQuantized", nm, q->z ? 4 : 3, in, 1,
+					      (const char *const *)&n->output[0]);
+		free(nm);
+		free(gq->domain);
+		gq->domain = xstrdup("com.microsoft");
+		qg_attr_int(gq, "gather_axis", 0);
+		qg_attr_int(gq, "quantize_axis", 1);
+		qg_attr_int(gq, "block_size", c->o->wo_block);
+		qg_attr_int(gq, "bits", bits);
+		qg_push(&c->nodes, &c->nn, gq);
+		c->ms = 1;
+		*gone = 1;
+		return 1;
+	}
 	if (bits != 8)
-		return error("an embedding Gather takes 8 bits (one int8 scale per row) or float, not %d", bits);
+		return error("an embedding Gather in quantize.format = qdq takes 8 bits (one int8 scale per row) or float, not %d",
+			     bits);
 	if (c->opset < 13) {
 		*why = "an 8-bit embedding needs opset >= 13 (per-axis DequantizeLinear)";
 		return 0;
 	}
-	const WoWeight *q;
 	if (wo_weight(c, w, 1, 8, (int)w->dims[1], 1, OUT_ROW, &q) < 0)
 		return -1;
 	qg_set_input(n, 0, q->dq);
@@ -881,7 +918,7 @@ int quant_weight_only(Model *m, const QuantOpts *o, QuantReport *rep)
 			own = xasprintf("left in float by %s", bsrc);
 			why = own;
 		} else {
-			q = !strcmp(n->op_type, "Gather") ? wo_gather(&c, n, bits, &why) : wo_matmul(&c, n, bits, &why, &gone[i]);
+			q = !strcmp(n->op_type, "Gather") ? wo_gather(&c, n, bits, &why, &gone[i]) : wo_matmul(&c, n, bits, &why, &gone[i]);
 			if (q == 0 && node_bits(o, n) > 0)
 				q = error("quantize.node-bits sets %d bits for it, but it cannot be quantized: %s", bits, why);
 			if (q < 0)
@@ -889,7 +926,9 @@ int quant_weight_only(Model *m, const QuantOpts *o, QuantReport *rep)
 		}
 		if (q == 1) {
 			nq++;
-			char *reason = !strcmp(n->op_type, "Gather")
+			char *reason = !strcmp(n->op_type, "Gather") && o->format == QFMT_MATMULNBITS
+				? xasprintf("com.microsoft GatherBlockQuantized, %d bits, block %d; %s", bits, o->wo_block, bsrc)
+				: !strcmp(n->op_type, "Gather")
 				? xasprintf("DequantizeLinear (int8, a scale per row) + Gather; %s", bsrc)
 				: xasprintf("%s, %d bits, block %d%s%s",
 					    o->format == QFMT_QDQ ? "blockwise DequantizeLinear" : "com.microsoft MatMulNBits",

@@ -26,8 +26,8 @@ static const StageParam params[] = {
 	 "weight-only: rtn (round to nearest) or hqq (half-quadratic zero-point optimization; asymmetric only)"},
 	{"quantize.lm-head-bits", PARAM_ENUM, "4|8|float", "8", 1,
 	 "weight-only: bits of lm_head, the MatMul or Gemm whose output is the logits"},
-	{"quantize.embedding-bits", PARAM_ENUM, "8|float", "8", 1,
-	 "weight-only: an embedding Gather's table: int8 with a scale per row, or float"},
+	{"quantize.embedding-bits", PARAM_ENUM, "4|8|float", "8", 1,
+	 "weight-only: an embedding Gather's table: com.microsoft GatherBlockQuantized at 4 or 8 bits (qdq: int8 rows through DequantizeLinear), or float"},
 	{"quantize.node-bits", PARAM_LIST, NULL, NULL, 1,
 	 "weight-only: NODE=BITS entries (BITS 4, 8 or float) overriding the bits of the named nodes"},
 	{"quantize.weights", PARAM_ENUM, "int8|uint8", "int8", 1,
@@ -149,7 +149,11 @@ int quant_opts_read(const Section *sec, const char *model, QuantOpts *o)
 		const char *lm = stage_param_value(sec, "quantize.lm-head-bits");
 		o->wo_bits = atoi(stage_param_value(sec, "quantize.bits"));
 		o->wo_lm_head_bits = !strcmp(lm, "float") ? 0 : atoi(lm);
-		o->wo_embed_bits = !strcmp(stage_param_value(sec, "quantize.embedding-bits"), "float") ? 0 : 8;
+		const char *eb = stage_param_value(sec, "quantize.embedding-bits");
+		o->wo_embed_bits = !strcmp(eb, "float") ? 0 : atoi(eb);
+		if (o->format == QFMT_QDQ && o->wo_embed_bits == 4)
+			return refuse(sec, model, "quantize.embedding-bits",
+				      "= 4 needs quantize.format = matmulnbits (GatherBlockQuantized); qdq embeddings are int8 rows");
 		o->wo_block = atoi(stage_param_value(sec, "quantize.block-size"));
 		o->wo_symmetric = is_true(stage_param_value(sec, "quantize.symmetric"));
 		o->wo_algorithm = !strcmp(stage_param_value(sec, "quantize.algorithm"), "hqq") ? WO_HQQ : WO_RTN;

@@ -19,6 +19,8 @@
 #     with theirs; a tied lm_head (MatMul by Transpose(embedding)) reads
 #     the table as MatMulNBits's B and the float table goes; a k_proj whose
 #     keys are an output after the logits (a KV cache) is no lm_head;
+#   - verify (our interpreter on MatMulNBits and GatherBlockQuantized)
+#     passes a cosine gate on the weight-only model;
 #   - a model with external data keeps it, with the same tensors as the
 #     inline model's; -j1 and -j3 builds give the same bytes;
 #   - the MatMulNBits kernel on hand-made nodes (float, packed 2/8-bit and
@@ -87,6 +89,10 @@ quantize.embedding-bits = 8
 
 [model e4 : rtn]
 quantize.embedding-bits = 4
+
+[model ver : rtn]
+verify.data = ids
+verify.min-cosine = 0.95
 
 [model tied]
 source = m/tied.onnx
@@ -239,6 +245,9 @@ b = {i.name: onnx.numpy_helper.to_array(i) for i in onnx.load(B + "/ext/ext.onnx
 same = a.keys() == b.keys() and all(a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and a[k].tobytes() == b[k].tobytes() for k in a)
 res("ext: external data kept (%d tensors in ext.onnx.data), the same tensors as the inline model's" % nx,
     nx >= 15 and same, "same %s" % same)
+vj = json.load(open(B + "/ver/verify.json"))
+res("ver: verify runs the weight-only model beside float (cosine %.4f >= 0.95)" % vj["outputs"][0]["cosine"],
+    vj["passed"] and vj["samples"] == 8 and vj["outputs"][0]["cosine"] >= 0.95)
 sz = qj("rtn")
 res("rtn: size %d -> %d bytes (under 30%%)" % (sz["size_before"], sz["size_after"]),
     sz["size_after"] < 0.3 * sz["size_before"])

@@ -14,6 +14,11 @@
  * multiply (+ bias Add). ConvInteger gets uint8 weights, the only kind
  * onnxruntime executes.
  *
+ * Weight-only (quant_weight_only, weightonly.c): blockwise 4/8-bit weights
+ * of MatMul, Gemm and embedding Gathers, activations in float, as
+ * com.microsoft MatMulNBits/GatherBlockQuantized or opset-21 blockwise
+ * DequantizeLinear.
+ *
  * Both refuse an already quantized model, check opsets, and record every
  * node (quantized, or skipped with the reason) and every scale and zero
  * point in a QuantReport for quant.json. Returns 0 or -1 after error(). */
@@ -58,7 +63,7 @@ typedef struct QuantOpts {
 				    while they are written (model_defer) */
 	/* weight-only (weightonly.c): bits of the weights, of lm_head and of
 	 * embeddings (0: float), block size, symmetric, WO_*; node_bits:
-	 * "NAME=BITS" entries (BITS 4, 8 or float), strings borrowed */
+	 * "NAME=BITS" entries (BITS 4, 8 or float) */
 	int wo_bits, wo_lm_head_bits, wo_embed_bits, wo_block, wo_symmetric, wo_algorithm;
 	int threads;             /* threads weight-only may use (0: one) */
 	PtrVec node_bits;

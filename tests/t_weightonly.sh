@@ -15,20 +15,22 @@
 #     MatMulNBits model (the same codes);
 #   - lm_head gets 8 bits and the embedding 8-bit GatherBlockQuantized
 #     blocks (4 bits asked: packed; qdq format: int8 rows through
-#     DequantizeLinear) by default, with the reason in quant.json; the MatMuls of two activations are skipped
-#     with theirs; a tied lm_head (MatMul by Transpose(embedding)) reads
+#     DequantizeLinear) by default, with the reason in quant.json; the
+#     MatMuls of two activations are skipped with theirs; a tied lm_head (MatMul by Transpose(embedding)) reads
 #     the table as MatMulNBits's B and the float table goes; a k_proj whose
 #     keys are an output after the logits (a KV cache) is no lm_head;
 #   - verify (our interpreter on MatMulNBits and GatherBlockQuantized)
 #     passes a cosine gate on the weight-only model;
 #   - a model with external data keeps it, with the same tensors as the
-#     inline model's; -j1 and -j3 builds give the same bytes;
+#     inline model's; -j1 and -j3 builds give the same bytes, and HQQ on
+#     3 threads those of 1;
 #   - the MatMulNBits kernel on hand-made nodes (float, packed 2/8-bit and
 #     absent zero points, bias, 3-D input) matches numpy and onnxruntime;
 #   - bad input: a block size (file:line, exit 2), an already quantized
 #     model, HQQ with symmetric, node-bits on an activation product, qdq
-#     below opset 21, a model with no constant weight: one line, exit 1,
-#     nothing in build/.
+#     below opset 21, a model with no constant weight, a NaN weight, a
+#     weight-only key in another mode: one line, exit 1, nothing in
+#     build/.
 . "$(dirname "$0")/lib/common.sh"
 mktmp
 Q=$QUANTMAKE

@@ -588,7 +588,13 @@ assert ops.count("QLinearMatMul") == 2 and ops.count("QLinearAdd") == 1 and ops.
 x = np.load(sys.argv[2] + "/x.npy")
 theirs = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
 ours = np.load(sys.argv[2] + "/out-sub.npz")["o"]
-assert np.abs(ours - theirs).max() <= 1e-5 * np.abs(theirs).max(), np.abs(ours - theirs).max()
+# onnxruntime's u8*s8 kernels saturate on AVX2 without VNNI, and the
+# precision setting of tests/lib/sitecustomize.py cannot rewrite a model
+# with a subgraph: there only a loose match can be asked of it
+flags = open("/proc/cpuinfo").read().split()
+exact = "avx512_vnni" in flags or "avx_vnni" in flags or "avx2" not in flags
+tol = 1e-5 if exact else 5e-2
+assert np.abs(ours - theirs).max() <= tol * np.abs(theirs).max(), np.abs(ours - theirs).max()
 EOF
 then pass "qoperator: MatMul without bias as QLinearMatMul, QLinearAdd, float again before an If; quantmake matches onnxruntime"
 else fail "qoperator: MatMul without bias as QLinearMatMul, QLinearAdd, float again before an If; quantmake matches onnxruntime" "see above"; fi

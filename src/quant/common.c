@@ -13,7 +13,7 @@
 static const char *const quantized_ops[] = {
 	"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger",
 	"QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QGemm", "DynamicQuantizeMatMul",
-	"MatMulIntegerToFloat", "QAttention", "DynamicQuantizeLSTM", NULL,
+	"MatMulIntegerToFloat", "QAttention", "DynamicQuantizeLSTM", "MatMulNBits", "GatherBlockQuantized", NULL,
 };
 
 int qc_in_list(const char *const *list, const char *op)
@@ -1027,6 +1027,8 @@ int quant_model(Model *m, const CalibStats *stats, const QuantOpts *o, QuantRepo
 		return quant_dynamic(m, o, rep);
 	case QMODE_FP16:
 		return quant_fp16(m, o, rep);
+	case QMODE_WEIGHT_ONLY:
+		return quant_weight_only(m, o, rep);
 	default:
 		return o->format == QFMT_QOPERATOR ? quant_static_qoperator(m, stats, o, rep)
 						    : quant_static_qdq(m, stats, o, rep);

@@ -112,6 +112,15 @@ void qg_add_scalar_f(Onnx__GraphProto *g, const char *name, float v)
 	qg_add_values(g, name, DT_FLOAT, 0, NULL, &v);
 }
 
+Onnx__NodeProto *qg_producer(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t k = 0; k < g->node[i]->n_output; k++)
+			if (!strcmp(g->node[i]->output[k], name))
+				return g->node[i];
+	return NULL;
+}
+
 int qg_is_output(const Onnx__GraphProto *g, const char *name)
 {
 	for (size_t i = 0; i < g->n_output; i++)

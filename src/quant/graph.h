@@ -33,6 +33,8 @@ void qg_add_init(Onnx__GraphProto *g, const char *name, Tensor *t);
 void qg_add_scalar_f(Onnx__GraphProto *g, const char *name, float v);
 void qg_add_values(Onnx__GraphProto *g, const char *name, int dtype, int rank, const int64_t *dims,
 		   const void *data);
+/* the node of g that writes name, or NULL */
+Onnx__NodeProto *qg_producer(const Onnx__GraphProto *g, const char *name);
 /* is name a graph output? */
 int qg_is_output(const Onnx__GraphProto *g, const char *name);
 /* does any node of the main graph read name? (except node skip) */

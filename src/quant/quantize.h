@@ -14,6 +14,11 @@
  * multiply (+ bias Add). ConvInteger gets uint8 weights, the only kind
  * onnxruntime executes.
  *
+ * Weight-only (quant_weight_only, weightonly.c): blockwise 4/8-bit weights
+ * of MatMul, Gemm and embedding Gathers, activations in float, as
+ * com.microsoft MatMulNBits/GatherBlockQuantized or opset-21 blockwise
+ * DequantizeLinear.
+ *
  * Both refuse an already quantized model, check opsets, and record every
  * node (quantized, or skipped with the reason) and every scale and zero
  * point in a QuantReport for quant.json. Returns 0 or -1 after error(). */
@@ -27,8 +32,10 @@
 #include "strmap.h"
 #include "util.h"
 
-enum { QMODE_STATIC, QMODE_DYNAMIC, QMODE_FP16 };
-enum { QFMT_QDQ, QFMT_QOPERATOR };
+enum { QMODE_STATIC, QMODE_DYNAMIC, QMODE_FP16, QMODE_WEIGHT_ONLY };
+enum { QFMT_QDQ, QFMT_QOPERATOR, QFMT_MATMULNBITS };
+/* QuantOpts.wo_algorithm */
+enum { WO_RTN, WO_HQQ };
 /* names of what static QDQ adds: onnxruntime's (W_quantized, T_scale,
  * T_DequantizeLinear_Output ..., matched by its qdq_loss_debug) or compact
  * (a weight's DequantizeLinear output takes the weight's own name, an
@@ -39,7 +46,7 @@ enum { PC_OFF, PC_ON, PC_AUTO };
 
 typedef struct QuantOpts {
 	int mode;                /* QMODE_* */
-	int format;              /* QFMT_* (static, dynamic) */
+	int format;              /* QFMT_* (static, dynamic; weight-only: qdq or matmulnbits) */
 	int weight_type;         /* DT_INT8 or DT_UINT8 */
 	int act_type;            /* DT_UINT8, DT_INT8, DT_UINT16, DT_INT16 (static; 16-bit in QDQ only) */
 	int act_symmetric;       /* symmetric activation ranges (static) */
@@ -54,6 +61,12 @@ typedef struct QuantOpts {
 	int save_next;           /* the caller saves the model next and runs nothing on it
 				    (the quantize stage): fp16 may convert external weights
 				    while they are written (model_defer) */
+	/* weight-only (weightonly.c): bits of the weights, of lm_head and of
+	 * embeddings (0: float), block size, symmetric, WO_*; node_bits:
+	 * "NAME=BITS" entries (BITS 4, 8 or float) */
+	int wo_bits, wo_lm_head_bits, wo_embed_bits, wo_block, wo_symmetric, wo_algorithm;
+	int threads;             /* threads weight-only may use (0: one) */
+	PtrVec node_bits;
 	/* op types to quantize (none: every supported one), op types and node
 	 * names to leave in float; strings borrowed */
 	PtrVec ops, exclude_ops, exclude_nodes;
@@ -76,6 +89,11 @@ extern const char *const quant_dynamic_ops[];
 int quant_static_qdq(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep);
 int quant_static_qoperator(Model *m, const CalibStats *stats, const QuantOpts *o, QuantReport *rep);
 int quant_dynamic(Model *m, const QuantOpts *o, QuantReport *rep);
+/* op types the weight-only rewrite quantizes */
+extern const char *const quant_weight_only_ops[];
+/* blockwise 4/8-bit weights, float activations (quantize = weight-only),
+ * see weightonly.c */
+int quant_weight_only(Model *m, const QuantOpts *o, QuantReport *rep);
 /* float32 -> float16 (quantize = fp16), see fp16.c */
 int quant_fp16(Model *m, const QuantOpts *o, QuantReport *rep);
 /* the rewrite o asks for (stats: calibration statistics, static only) */

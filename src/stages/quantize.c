@@ -15,10 +15,23 @@
 #include "stages/stage.h"
 
 static const StageParam params[] = {
-	{"quantize", PARAM_ENUM, "static|dynamic|fp16", NULL, 1,
-	 "static: activations from calibration; dynamic: weights offline, activations at run time; fp16: float16 weights and computation"},
-	{"quantize.format", PARAM_ENUM, "qdq|qoperator", NULL, 1,
-	 "static: qdq (default) or qoperator (QLinearConv, QLinearMatMul...); dynamic: qoperator only"},
+	{"quantize", PARAM_ENUM, "static|dynamic|fp16|weight-only", NULL, 1,
+	 "static: activations from calibration; dynamic: weights offline, activations at run time; fp16: float16 weights and computation; weight-only: blockwise 4/8-bit weights, float activations (decoders)"},
+	{"quantize.format", PARAM_ENUM, "qdq|qoperator|matmulnbits", NULL, 1,
+	 "static: qdq (default) or qoperator (QLinearConv, QLinearMatMul...); dynamic: qoperator only; weight-only: matmulnbits (default, com.microsoft MatMulNBits) or qdq (opset-21 blockwise DequantizeLinear)"},
+	{"quantize.bits", PARAM_ENUM, "4|8", "4", 1, "weight-only: bits of a weight code"},
+	{"quantize.block-size", PARAM_INT, NULL, "32", 1,
+	 "weight-only: weights per scale along the reduction axis K (a power of two, 16 to 256)"},
+	{"quantize.symmetric", PARAM_BOOL, NULL, "false", 1,
+	 "weight-only: symmetric weights (no zero points; scale max|w| / (2^(bits-1) - 1))"},
+	{"quantize.algorithm", PARAM_ENUM, "rtn|hqq", "rtn", 1,
+	 "weight-only: rtn (round to nearest) or hqq (half-quadratic zero-point optimization; asymmetric only)"},
+	{"quantize.lm-head-bits", PARAM_ENUM, "4|8|float", "8", 1,
+	 "weight-only: bits of lm_head, the MatMul or Gemm whose output is the logits"},
+	{"quantize.embedding-bits", PARAM_ENUM, "4|8|float", "8", 1,
+	 "weight-only: an embedding Gather's table: com.microsoft GatherBlockQuantized at 4 or 8 bits (qdq: int8 rows through DequantizeLinear), or float"},
+	{"quantize.node-bits", PARAM_LIST, NULL, NULL, 1,
+	 "weight-only: NODE=BITS entries (BITS 4, 8 or float) overriding the bits of the named nodes"},
 	{"quantize.weights", PARAM_ENUM, "int8|uint8", "int8", 1,
 	 "weight type (int8 symmetric -127..127, uint8 asymmetric); ConvInteger always gets uint8"},
 	{"quantize.activations", PARAM_ENUM, "uint8|int8|uint16|int16", "uint8", 1,
@@ -55,6 +68,28 @@ static int wanted(const Section *sec)
 	for (size_t i = 0; i < sec->nkv; i++)
 		if (!strcmp(sec->kv[i].key, "quantize") || !strncmp(sec->kv[i].key, "quantize.", 9))
 			return 1;
+	return 0;
+}
+
+/* quantize.block-size and quantize.node-bits when the rule file is read */
+static int check_wo_param(const char *key, const char *value)
+{
+	if (!strcmp(key, "quantize.block-size")) {
+		long v = strtol(value, NULL, 10);
+		if (v < 16 || v > 256 || (v & (v - 1)))
+			return error("quantize.block-size = '%s' is not valid: expected a power of two from 16 to 256", value);
+	} else if (!strcmp(key, "quantize.node-bits")) {
+		PtrVec w = {0};
+		split_words(value, &w);
+		int r = 0;
+		for (size_t i = 0; i < w.n && r == 0; i++) {
+			const char *e = w.v[i], *eq = strrchr(e, '=');
+			if (!eq || eq == e || (strcmp(eq + 1, "4") && strcmp(eq + 1, "8") && strcmp(eq + 1, "float")))
+				r = error("quantize.node-bits entry '%s' is not valid: expected NODE=4, NODE=8 or NODE=float", e);
+		}
+		pv_free_all(&w);
+		return r;
+	}
 	return 0;
 }
 
@@ -124,6 +159,8 @@ static const char *near_op(const char *name)
 
 static int check_param(const char *key, const char *value)
 {
+	if (check_wo_param(key, value) < 0)
+		return -1;
 	if (strcmp(key, "quantize.ops") && strcmp(key, "quantize.exclude-ops"))
 		return 0;
 	PtrVec w = {0};
@@ -151,14 +188,49 @@ int quant_opts_read(const Section *sec, const char *model, QuantOpts *o)
 		for (size_t i = 0; i < sec->nkv && !k; i++)
 			if (!strncmp(sec->kv[i].key, "quantize.", 9))
 				k = &sec->kv[i];
-		return error("%s:%d: model '%s' sets %s but not quantize = static | dynamic | fp16", k->file, k->line,
-			     model, k->key);
+		return error("%s:%d: model '%s' sets %s but not quantize = static | dynamic | fp16 | weight-only", k->file,
+			     k->line, model, k->key);
 	}
-	o->mode = !strcmp(mode, "dynamic") ? QMODE_DYNAMIC : !strcmp(mode, "fp16") ? QMODE_FP16 : QMODE_STATIC;
+	o->mode = !strcmp(mode, "dynamic") ? QMODE_DYNAMIC : !strcmp(mode, "fp16") ? QMODE_FP16 :
+		  !strcmp(mode, "weight-only") ? QMODE_WEIGHT_ONLY : QMODE_STATIC;
 	const char *fmt = sec_get(sec, "quantize.format");
 	o->format = o->mode == QMODE_DYNAMIC || (fmt && !strcmp(fmt, "qoperator")) ? QFMT_QOPERATOR : QFMT_QDQ;
 	if (o->mode == QMODE_DYNAMIC && fmt && strcmp(fmt, "qoperator"))
 		return refuse(sec, model, "quantize.format", "= qdq is not available for quantize = dynamic: use qoperator");
+	if (o->mode != QMODE_WEIGHT_ONLY && fmt && !strcmp(fmt, "matmulnbits"))
+		return refuse(sec, model, "quantize.format", "= matmulnbits is only used by quantize = weight-only");
+	if (o->mode == QMODE_WEIGHT_ONLY) {
+		if (fmt && !strcmp(fmt, "qoperator"))
+			return refuse(sec, model, "quantize.format",
+				      "= qoperator is not available for quantize = weight-only: use matmulnbits or qdq");
+		o->format = fmt && !strcmp(fmt, "qdq") ? QFMT_QDQ : QFMT_MATMULNBITS;
+		const char *lm = stage_param_value(sec, "quantize.lm-head-bits");
+		o->wo_bits = atoi(stage_param_value(sec, "quantize.bits"));
+		o->wo_lm_head_bits = !strcmp(lm, "float") ? 0 : atoi(lm);
+		const char *eb = stage_param_value(sec, "quantize.embedding-bits");
+		o->wo_embed_bits = !strcmp(eb, "float") ? 0 : atoi(eb);
+		if (o->format == QFMT_QDQ && o->wo_embed_bits == 4)
+			return refuse(sec, model, "quantize.embedding-bits",
+				      "= 4 needs quantize.format = matmulnbits (GatherBlockQuantized); qdq embeddings are int8 rows");
+		o->wo_block = atoi(stage_param_value(sec, "quantize.block-size"));
+		o->wo_symmetric = is_true(stage_param_value(sec, "quantize.symmetric"));
+		o->wo_algorithm = !strcmp(stage_param_value(sec, "quantize.algorithm"), "hqq") ? WO_HQQ : WO_RTN;
+		if (o->wo_algorithm == WO_HQQ && o->wo_symmetric)
+			return refuse(sec, model, "quantize.symmetric",
+				      "= true does not go with quantize.algorithm = hqq, which optimizes the zero points: set it to false");
+		static const char *const not_wo[] = {"quantize.weights", "quantize.per-channel", "quantize.reduce-range",
+						     "quantize.target", NULL};
+		for (size_t i = 0; not_wo[i]; i++)
+			if (sec_get(sec, not_wo[i]))
+				return refuse(sec, model, not_wo[i], "is not used by quantize = weight-only");
+	} else {
+		static const char *const wo_only[] = {"quantize.bits", "quantize.block-size", "quantize.symmetric",
+						      "quantize.algorithm", "quantize.lm-head-bits",
+						      "quantize.embedding-bits", "quantize.node-bits", NULL};
+		for (size_t i = 0; wo_only[i]; i++)
+			if (sec_get(sec, wo_only[i]))
+				return refuse(sec, model, wo_only[i], "is only used by quantize = weight-only");
+	}
 	static const char *const static_only[] = {"quantize.calibration", "quantize.activations", "quantize.method",
 						  "quantize.percentile", "quantize.bins",
 						  "quantize.symmetric-activations", NULL};
@@ -210,6 +282,7 @@ int quant_opts_read(const Section *sec, const char *model, QuantOpts *o)
 	split_words(sec_get(sec, "quantize.ops"), &o->ops);
 	split_words(sec_get(sec, "quantize.exclude-ops"), &o->exclude_ops);
 	split_words(sec_get(sec, "quantize.exclude-nodes"), &o->exclude_nodes);
+	split_words(sec_get(sec, "quantize.node-bits"), &o->node_bits);
 	return 0;
 }
 
@@ -218,6 +291,7 @@ void quant_opts_free(QuantOpts *o)
 	pv_free_all(&o->ops);
 	pv_free_all(&o->exclude_ops);
 	pv_free_all(&o->exclude_nodes);
+	pv_free_all(&o->node_bits);
 }
 
 /* the keys read together when the rule files are read, so a combination
@@ -264,12 +338,17 @@ long long outdir_model_size(const char *outdir)
 void quant_json(StrBuf *sb, const char *model, const QuantOpts *o, const CalibStats *stats,
 		const QuantReport *rep, long long before, long long after)
 {
-	static const char *const modes[] = {"static", "dynamic", "fp16"};
+	static const char *const modes[] = {"static", "dynamic", "fp16", "weight-only"};
 	static const char *const methods[] = {"minmax", "percentile", "entropy"};
 	sb_puts(sb, "{\n  \"model\": ");
 	sb_json_str(sb, model);
 	sb_printf(sb, ",\n  \"mode\": \"%s\"", modes[o->mode]);
-	if (o->mode != QMODE_FP16)
+	if (o->mode == QMODE_WEIGHT_ONLY)
+		sb_printf(sb, ",\n  \"format\": \"%s\",\n  \"bits\": %d,\n  \"block_size\": %d,\n  \"symmetric\": %s,\n  \"algorithm\": \"%s\",\n  \"lm_head_bits\": %d,\n  \"embedding_bits\": %d",
+			  o->format == QFMT_QDQ ? "qdq" : "matmulnbits", o->wo_bits, o->wo_block,
+			  o->wo_symmetric ? "true" : "false", o->wo_algorithm == WO_HQQ ? "hqq" : "rtn", o->wo_lm_head_bits,
+			  o->wo_embed_bits);
+	else if (o->mode != QMODE_FP16)
 		sb_printf(sb, ",\n  \"format\": \"%s\",\n  \"weights\": \"%s\"",
 			  o->format == QFMT_QOPERATOR ? "qoperator" : "qdq", dtype_word(o->weight_type));
 	if (o->mode == QMODE_STATIC) {
@@ -284,7 +363,7 @@ void quant_json(StrBuf *sb, const char *model, const QuantOpts *o, const CalibSt
 		if (o->format == QFMT_QDQ)
 			sb_printf(sb, ",\n  \"names\": \"%s\"", o->names == QNAMES_COMPACT ? "compact" : "onnxruntime");
 	}
-	if (o->mode != QMODE_FP16)
+	if (o->mode != QMODE_FP16 && o->mode != QMODE_WEIGHT_ONLY)
 		sb_printf(sb, ",\n  \"per_channel\": %s,\n  \"reduce_range\": %s",
 			  o->per_channel == PC_AUTO ? "\"auto\"" : o->per_channel ? "true" : "false",
 			  o->reduce_range ? "true" : "false");
@@ -294,7 +373,7 @@ void quant_json(StrBuf *sb, const char *model, const QuantOpts *o, const CalibSt
 		sb_puts(sb, ",\n  \"per_channel_auto\": [\n    ");
 		sb_add(sb, rep->auto_pc.buf, rep->auto_pc.len);
 		sb_puts(sb, "\n  ]");
-	} else {
+	} else if (o->mode != QMODE_WEIGHT_ONLY) {
 		sb_printf(sb, ",\n  \"keep_io_types\": %s", o->keep_io_types ? "true" : "false");
 	}
 	sb_printf(sb, ",\n  \"target\": \"%s\"", o->target_gpu ? "gpu" : "cpu");
@@ -341,6 +420,7 @@ static int run(StageCtx *c)
 	long long before = 0, after = 0;
 	int r = quant_opts_read(c->sec, c->model, &o);
 	o.save_next = 1;
+	o.threads = c->threads;
 	/* quantizing changes the model: its save never writes the input's bytes */
 	if (r == 0 && (r = model_load_rewrite(c->input, &m)) == 0)
 		before = model_disk_size(m, c->input);
@@ -354,10 +434,13 @@ static int run(StageCtx *c)
 			  w, c->model, (long long)opset);
 		free(w);
 	}
+	/* weight-only keeps a model with external data so: its quantized
+	 * weights (made as they are written) go to the data file too */
+	int ext = r == 0 && o.mode == QMODE_WEIGHT_ONLY && model_external_bytes(m) > 0;
 	if (r == 0)
 		r = quant_model(m, stats, &o, &rep);
 	if (r == 0)
-		r = model_save(m, c->output, NULL);
+		r = model_save(m, c->output, ext ? &(SaveOpts){.external_threshold = 1024} : NULL);
 	if (r == 0) {
 		StrBuf sb = {0};
 		after = outdir_model_size(c->outdir);

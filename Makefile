@@ -97,7 +97,7 @@ example: deps
 	./quantmake all
 
 bench: quantmake
-	sh bench/run.sh
+	.venv/bin/python bench/core.py --big-gib 1
 
 install: quantmake
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1

@@ -12,6 +12,7 @@
 #include "cache.h"
 #include "hash.h"
 #include "heap.h"
+#include "remote.h"
 #include "commands.h"
 #include "rules/rules.h"
 #include "stages/stage.h"
@@ -221,6 +222,7 @@ static void dirs(Project *p, BuildOpts *o)
 	const char *env = getenv("QUANTMAKE_CACHE");
 	const char *set = sec_get(&p->settings, "cache");
 	o->cache_dir = env && *env ? env : set ? set : "cache";
+	o->remote = NULL; /* builds ask remote_opts */
 	const char *bd = sec_get(&p->settings, "build-dir");
 	o->build_dir = bd ? bd : "build";
 	const char *j = sec_get(&p->settings, "jobs");
@@ -233,6 +235,54 @@ static void dirs(Project *p, BuildOpts *o)
 	o->dry_run = opt.dry_run;
 	o->force = opt.force;
 	o->explain = opt.explain;
+}
+
+/* The remote cache a build uses (o->remote), or none: QUANTMAKE_REMOTE_CACHE
+ * (a URL, or "off"), then the remote-cache setting; the mode from
+ * QUANTMAKE_REMOTE_CACHE_MODE, then remote-cache.mode. Only builds ask
+ * (clean and gc need no credentials). A bad value exits 2, naming where it
+ * was set. */
+static void remote_opts(Project *p, BuildOpts *o)
+{
+	static RemoteOpts ro;
+	const KV *url = sec_find(&p->settings, "remote-cache");
+	const KV *mode = sec_find(&p->settings, "remote-cache.mode");
+	const KV *auth = sec_find(&p->settings, "remote-cache.auth-env");
+	const KV *tmo = sec_find(&p->settings, "remote-cache.timeout");
+	const char *env = getenv("QUANTMAKE_REMOTE_CACHE");
+	o->remote = NULL;
+	if (env && *env) {
+		if (!strcmp(env, "off"))
+			return;
+		/* credentials in the URL are the environment's to hold */
+		if (remote_url_check(env, 1) < 0)
+			fatal("QUANTMAKE_REMOTE_CACHE: %s", errmsg());
+		ro.url = env;
+	} else if (url) {
+		ro.url = url->value;
+	} else {
+		return;
+	}
+	const char *m = getenv("QUANTMAKE_REMOTE_CACHE_MODE");
+	if (m && *m && strcmp(m, "read-write") && strcmp(m, "read-only"))
+		fatal("QUANTMAKE_REMOTE_CACHE_MODE = '%s' is not valid: expected read-write or read-only", m);
+	if (!(m && *m))
+		m = mode ? mode->value : "read-write";
+	ro.read_only = !strcmp(m, "read-only");
+	ro.timeout = tmo ? atol(tmo->value) : 10;
+	ro.header = NULL;
+	if (auth) {
+		const char *h = getenv(auth->value);
+		if (!h || !*h)
+			fatal("%s:%d: remote-cache.auth-env names %s, which is not set: export it (an HTTP header "
+			      "such as 'Authorization: Bearer TOKEN') or remove the setting",
+			      auth->file, auth->line, auth->value);
+		if (remote_header_check(h) < 0)
+			fatal("%s:%d: remote-cache.auth-env: the variable %s: %s", auth->file, auth->line, auth->value,
+			      errmsg());
+		ro.header = h;
+	}
+	o->remote = &ro;
 }
 
 static int cmd_clean(int argc, char **argv)
@@ -560,6 +610,7 @@ static int cmd_release_main(int argc, char **argv)
 	Project *p = load_project();
 	BuildOpts o;
 	dirs(p, &o);
+	remote_opts(p, &o);
 	int r = cmd_release(p, &o, n, rest);
 	project_free(p);
 	free(rest);
@@ -609,6 +660,7 @@ int main(int argc, char **argv)
 	Project *p = load_project();
 	BuildOpts o;
 	dirs(p, &o);
+	remote_opts(p, &o);
 	/* a directory that cannot be made is reported by the build, which
 	 * says what it needed it for */
 	(void)(mkdir_ignored(o.build_dir) + mkdir_ignored(o.cache_dir));

@@ -136,6 +136,8 @@ int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
 		teardown(&b);
 		return 2;
 	}
+	if (o->remote)
+		b.remote = remote_new(o->remote);
 	char *scpath = xasprintf("%s/.quantmake/statcache", o->build_dir);
 	b.sc = statcache_open(scpath);
 	free(scpath);
@@ -170,12 +172,14 @@ int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
 	}
 	size_t ran = 0, hits = 0;
 	for (size_t i = 0; i < b.nacts; i++) {
-		ran += b.acts[i]->state == A_DONE && !b.acts[i]->hit && b.acts[i]->needed;
-		hits += b.acts[i]->hit;
+		const Action *a = b.acts[i];
+		ran += a->state == A_DONE && !a->hit && !a->remote_hit && a->needed;
+		hits += a->hit;
 	}
 	if (status == 0 && b.failed)
 		status = 1;
-	if (status == 0 && !o->dry_run && ran == 0)
+	rc_summary(&b);
+	if (status == 0 && !o->dry_run && ran == 0 && !b.remote_hits)
 		printf("%s: nothing to do: %zu actions up to date\n", argv0, hits);
 	else if (status == 0 && o->dry_run && b.done == hits)
 		printf("%s: nothing to do: %zu actions up to date\n", argv0, hits);
@@ -200,6 +204,7 @@ int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
 	buildlog_close(b.log);
 	statcache_close(b.sc);
 	cache_close(b.cache);
+	remote_free(b.remote);
 	loop_signals_close();
 	teardown(&b);
 	return status;

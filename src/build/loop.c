@@ -87,7 +87,7 @@ static void reopen(Build *b, Action *a)
 	if (a->state == A_DONE && b->done)
 		b->done--;
 	a->state = A_PENDING;
-	a->hit = 0;
+	a->hit = a->remote_hit = 0;
 	free(a->why);
 	a->why = NULL;
 }
@@ -237,7 +237,8 @@ static void finish(Build *b, Action *a, int status)
 	if (b->tty)
 		fputs("\r\033[K", stdout);
 	Action *up = WIFEXITED(status) ? corrupt_input(a, code) : NULL;
-	if (code == CHILD_BUILT || code == CHILD_FOUND) {
+	rc_collect(b, a);
+	if (code == CHILD_BUILT || code == CHILD_FOUND || code == CHILD_REMOTE) {
 		char *why = NULL;
 		if (cache_get_action(b->cache, a->key, &a->rec) == 1) {
 			a->have_rec = 1;
@@ -262,6 +263,7 @@ static void finish(Build *b, Action *a, int status)
 		free(why);
 		a->state = A_DONE;
 		a->hit = code == CHILD_FOUND;
+		a->remote_hit = code == CHILD_REMOTE;
 		b->done++;
 		trust_deps(b, a);
 		remember(b, a);
@@ -275,7 +277,8 @@ static void finish(Build *b, Action *a, int status)
 			printf("[%zu/%zu] %s %s: built meanwhile by another quantmake process\n", b->done, b->total,
 			       a->stage->name, a->model->name);
 		else
-			printf("[%zu/%zu] %s %s (%.2fs)\n", b->done, b->total, a->stage->name, a->model->name, dt);
+			printf("[%zu/%zu] %s %s (%s%.2fs)\n", b->done, b->total, a->stage->name, a->model->name,
+			       a->remote_hit ? "remote cache, " : "", dt);
 		if (a->log.len)
 			fputs(a->log.buf, stdout);
 	} else if (up && a->tries < 2) {
@@ -353,6 +356,10 @@ static int start_ready(Build *b, int *want_token)
 				progress = 1;
 				continue;
 			}
+		}
+		if (b->o->dry_run && rc_would_serve(b, a)) {
+			progress = 1;
+			continue;
 		}
 		if (b->o->dry_run) {
 			printf("would run %s %s: %s\n", a->stage->name, a->model->name, a->why);

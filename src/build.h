@@ -23,6 +23,7 @@ typedef struct BuildOpts {
 	const char *cache_dir;   /* resolved cache directory */
 	const char *build_dir;   /* resolved build directory (project-relative) */
 	const RemoteOpts *remote; /* the remote cache, or NULL */
+	int shard, shards;       /* --shard I/N: build shard I of N (shards 0: all) */
 } BuildOpts;
 
 /* Build targets ("all", "MODEL", "MODEL:STAGE"); returns the exit status:

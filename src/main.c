@@ -75,6 +75,8 @@ static void usage(FILE *f)
 		   "  -n, --dry-run            print what would run, run nothing\n"
 		   "  -B, --always-make        run every action again, ignoring the cache\n"
 		   "  --explain                say why each action runs\n"
+		   "  --shard I/N              build shard I of N of the models (CI runners\n"
+		   "                           sharing a remote cache)\n"
 		   "  -h, --help               print this help\n"
 		   "  --version                print the version\n\n"
 		   "commands:\n");
@@ -89,7 +91,21 @@ static struct {
 	int jobs;
 	int keep_going, dry_run, force, explain;
 	int chdir_given;  /* -C: the project is there, no search upward */
+	int shard, shards;
 } opt;
+
+/* --shard I/N: shard I (1 to N) of N (1 to 1024) */
+static void parse_shard(const char *s)
+{
+	char *end;
+	long i = strtol(s, &end, 10), n = 0;
+	if (end != s && *end == '/')
+		n = strtol(end + 1, &end, 10);
+	if (*end || n < 1 || n > 1024 || i < 1 || i > n)
+		fatal("--shard expects I/N with 1 <= I <= N <= 1024 (such as 2/3), got '%s'", s);
+	opt.shard = (int)i;
+	opt.shards = (int)n;
+}
 
 static int parse_jobs(const char *s)
 {
@@ -137,6 +153,11 @@ static int build_flag(int argc, char **argv, int *i)
 		opt.force = 1;
 	} else if (!strcmp(a, "--explain")) {
 		opt.explain = 1;
+	} else if (!strcmp(a, "--shard") || !strncmp(a, "--shard=", 8)) {
+		const char *v = a[7] == '=' ? a + 8 : *i + 1 < argc ? argv[++*i] : NULL;
+		if (!v)
+			fatal("option --shard needs an argument I/N");
+		parse_shard(v);
 	} else {
 		return 0;
 	}
@@ -235,6 +256,8 @@ static void dirs(Project *p, BuildOpts *o)
 	o->dry_run = opt.dry_run;
 	o->force = opt.force;
 	o->explain = opt.explain;
+	o->shard = opt.shard;
+	o->shards = opt.shards;
 }
 
 /* The remote cache a build uses (o->remote), or none: QUANTMAKE_REMOTE_CACHE

@@ -6,11 +6,12 @@
 # with WebDAV PUT. Clones of the example project share nothing but the
 # remote: each has its own local cache (cache/ in the clone).
 . "$(dirname "$0")/lib/common.sh"
+. "$(dirname "$0")/lib/nginx.sh"
 mktmp
 SRV_PID= NGINX_DIR=
 cleanup() {
 	[ -n "$SRV_PID" ] && kill "$SRV_PID" 2>/dev/null
-	[ -n "$NGINX_DIR" ] && [ -f "$NGINX_DIR/nginx.pid" ] && kill "$(cat "$NGINX_DIR/nginx.pid")" 2>/dev/null
+	[ -n "$NGINX_DIR" ] && nginx_stop "$NGINX_DIR"
 	rm -rf "$TMPD"
 }
 trap cleanup EXIT
@@ -226,6 +227,45 @@ misbehave mstall stall 1
 grep -q 'HTTP 500' "$TMPD/m500.log" && grep -q 'not an ActionResult' "$TMPD/mgarb.log" &&
 	pass "the warning names the status or what was wrong" || fail "the warning names the status or what was wrong"
 
+# ---- --shard I/N: three runners and a final job run what one build runs ----
+shproj() { # shproj NAME: six small models and one built from another's output
+	mkdir -p "$TMPD/$1/rules" "$TMPD/$1/models"
+	for m in relu abs sigmoid tanh exp neg; do
+		cp "$TESTDATA/node/test_$m/model.onnx" "$TMPD/$1/models/$m.onnx"
+		printf '[model %s]\nsource = models/%s.onnx\ninfer-shapes = merge\n\n' "$m" "$m"
+	done > "$TMPD/$1/rules/m.rules"
+	printf '[model relu2]\nsource = @relu\ninfer-shapes = merge\n' >> "$TMPD/$1/rules/m.rules"
+}
+shproj one
+QUANTMAKE_REMOTE_CACHE=off build one all
+total=$(ran one)
+sum=0 empty=0
+for i in 1 2 3; do
+	shproj "s$i"
+	build "s$i" --shard "$i/3" all
+	n=$(ran "s$i")
+	sum=$((sum + ${n:-0}))
+	[ "${n:-0}" -gt 0 ] || empty=1
+done
+[ "$total" = 14 ] && [ "$sum" = "$total" ] && [ $empty = 0 ] &&
+	pass "three shards run exactly the $total actions one build runs ($(ran s1)+$(ran s2)+$(ran s3))" ||
+	fail "three shards run exactly the actions one build runs" "one build $total, shards $(ran s1)+$(ran s2)+$(ran s3)"
+shard_of() { for i in 1 2 3; do [ -d "$TMPD/s$i/build/$1" ] && echo "$i"; done; }
+[ -n "$(shard_of relu)" ] && [ "$(shard_of relu)" = "$(shard_of relu2)" ] &&
+	pass "a model and the one built from it share a shard" || fail "a model and the one built from it share a shard"
+grep -q '^quantmake: shard 2/3: [0-9] of 7 models (cost [0-9]* of 14)' "$TMPD/s2.log" && pass "a shard says which share it builds" ||
+	fail "a shard says which share it builds" "$(head -2 "$TMPD/s2.log")"
+shproj fin
+build fin all
+[ "$(ran fin)" = 0 ] && [ "$(rhits fin)" = 14 ] && same_build one fin && pass "the final job runs none and has the same bytes" ||
+	fail "the final job runs none and has the same bytes" "$(grep stats "$TMPD/fin.log")"
+for i in 1 2 3; do
+	"$Q" -C "$TMPD/s1" -n --shard "$i/3" all 2>/dev/null | head -1
+done > "$TMPD/again"
+grep -h '^quantmake: shard' "$TMPD/s1.log" "$TMPD/s2.log" "$TMPD/s3.log" | cmp -s - "$TMPD/again" &&
+	pass "the split is the same every time" || fail "the split is the same every time" "$(cat "$TMPD/again")"
+expect_err "a bad --shard is refused" 2 "^quantmake: --shard expects I/N with 1 <= I <= N <= 1024 \(such as 2/3\), got '4/3'" "$Q" -C "$TMPD/s1" --shard 4/3
+
 # ---- a dead server: one warning, the build passes ----
 kill "$SRV_PID"
 wait "$SRV_PID" 2>/dev/null
@@ -238,56 +278,13 @@ st=$?
 	fail "a dead server costs one warning and the build passes" "status $st: $(grep -E 'warning|stats|remote' "$TMPD/dead.log")"
 
 # ---- nginx with WebDAV PUT, the plain server many teams run ----
-if ! command -v nginx > /dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
-	fail "nginx as a remote cache" "nginx is not installed (scripts/install-deps.sh)"
-	exit 0
-fi
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 NGINX_DIR=$TMPD/nginx
-mkdir -p "$NGINX_DIR/root" "$NGINX_DIR/tmp"
-started=0
-for try in 1 2 3; do
-	port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-	cat > "$NGINX_DIR/nginx.conf" <<EOF
-user $(id -un) $(id -gn);
-worker_processes 1;
-pid $NGINX_DIR/nginx.pid;
-error_log $NGINX_DIR/error.log;
-events { worker_connections 64; }
-http {
-	access_log $NGINX_DIR/access.log;
-	client_body_temp_path $NGINX_DIR/tmp/body;
-	proxy_temp_path $NGINX_DIR/tmp/proxy;
-	fastcgi_temp_path $NGINX_DIR/tmp/fastcgi;
-	uwsgi_temp_path $NGINX_DIR/tmp/uwsgi;
-	scgi_temp_path $NGINX_DIR/tmp/scgi;
-	client_max_body_size 0;
-	server {
-		listen 127.0.0.1:$port;
-		root $NGINX_DIR/root;
-		location / {
-			dav_methods PUT;
-			create_full_put_path on;
-			dav_access user:rw group:r all:r;
-		}
-	}
-}
-EOF
-	if "$NGINX" -p "$NGINX_DIR" -e "$NGINX_DIR/error.log" -c "$NGINX_DIR/nginx.conf" 2> "$NGINX_DIR/start.err"; then
-		started=1
-		break
-	fi
-done
-i=0
-while [ $started = 1 ] && [ ! -s "$NGINX_DIR/nginx.pid" ] && [ $i -lt 50 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
-if [ $started = 0 ] || [ ! -s "$NGINX_DIR/nginx.pid" ]; then
-	fail "nginx starts" "$(cat "$NGINX_DIR/start.err" "$NGINX_DIR/error.log" 2>/dev/null | tail -3)"
+mkdir -p "$NGINX_DIR"
+if ! nginx_start "$NGINX_DIR"; then
+	fail "nginx starts" "$(tail -3 "$NGINX_DIR/start.err")"
 	exit 0
 fi
-export QUANTMAKE_REMOTE_CACHE=http://127.0.0.1:$port/qm
+export QUANTMAKE_REMOTE_CACHE=http://127.0.0.1:$NGINX_PORT/qm
 clone ng1
 build ng1 all
 st=$?

@@ -11,6 +11,7 @@
  *   runner.c     one action in a child process: inputs, stage, store
  *   loop.c       the event loop: resolve, start, reap, retry
  *   remote.c     the remote cache: asked by the child, reported to the loop
+ *   shard.c      --shard I/N: which models this runner builds
  *   build.c      build_run: setup, the loop's rounds, materializing */
 #ifndef QM_BUILD_ACTION_H
 #define QM_BUILD_ACTION_H
@@ -194,6 +195,11 @@ void rc_collect(Build *b, const Action *a);
 int rc_would_serve(Build *b, Action *a);
 /* the build's line about the remote cache (and its QUANTMAKE_STATS line) */
 void rc_summary(const Build *b);
+
+/* shard.c */
+/* --shard I/N: keep needed only the actions of the models in shard I
+ * (say which on stdout); 0 */
+int shard_select(Build *b);
 
 /* loop.c */
 /* resolve, start and reap until nothing more can run; the exit status

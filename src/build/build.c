@@ -130,6 +130,8 @@ int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
 		teardown(&b);
 		return 2;
 	}
+	if (o->shards)
+		shard_select(&b);
 	b.cache = cache_open(o->cache_dir);
 	if (!b.cache) {
 		fprintf(stderr, "%s: %s\n", argv0, errmsg());

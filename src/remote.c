@@ -354,7 +354,7 @@ static int perform(Remote *r, const char *method, const char *kind, const char *
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	int ret;
 	if (x->too_big) {
-		ret = error("remote cache %s: %s answered more bytes than expected: discarded", url, method);
+		error("remote cache %s: %s answered more bytes than expected: discarded", url, method);
 		ret = REMOTE_EBAD;
 	} else if (x->write_failed) {
 		errno = x->write_failed;

@@ -5,7 +5,7 @@ PREFIX   ?= /usr/local
 CC       ?= cc
 # OpenBLAS, libgit2 and libarchive are compiled against but not linked:
 # src/blas.c and src/lazylib.c load them on first use (see there why).
-PKGS      = libprotobuf-c libxxhash inih jansson nettle minizip zlib
+PKGS      = libprotobuf-c libxxhash inih jansson nettle minizip zlib libcurl
 LAZY_PKGS = openblas libgit2 libarchive
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) $(LAZY_PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -30,7 +30,7 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) -pthread \
 LDLIBS   = -Wl,--as-needed $(PKG_LIBS) -lm -ldl -pthread
 
 SRCS := $(sort $(shell find src -name '*.c'))
-OBJS := $(SRCS:%.c=$(OBJ)/%.o) $(OBJ)/gen/onnx.pb-c.o $(OBJ)/gen/op_registry.o $(OBJ)/gen/opset_table.o
+OBJS := $(SRCS:%.c=$(OBJ)/%.o) $(OBJ)/gen/onnx.pb-c.o $(OBJ)/gen/reapi.pb-c.o $(OBJ)/gen/op_registry.o $(OBJ)/gen/opset_table.o
 BIN  := $(OBJ)/quantmake
 
 .PHONY: all clean check deps install bench example
@@ -50,6 +50,18 @@ $(OBJ)/gen/onnx.pb-c.c $(OBJ)/gen/onnx.pb-c.h &: $(ONNX_PROTO)
 
 $(OBJ)/gen/onnx.pb-c.o: $(OBJ)/gen/onnx.pb-c.c
 	$(CC) $(ALL_CFLAGS) -Wno-error -c -o $@ $<
+
+# The remote cache's action entries (REAPI ActionResult): protobuf-c code
+# generated at build time from the few messages src/reapi.proto declares.
+$(OBJ)/gen/reapi.pb-c.c $(OBJ)/gen/reapi.pb-c.h &: src/reapi.proto
+	@mkdir -p $(OBJ)/gen
+	cp -f src/reapi.proto $(OBJ)/gen/reapi.proto
+	cd $(OBJ)/gen && protoc-c --c_out=. reapi.proto
+
+$(OBJ)/gen/reapi.pb-c.o: $(OBJ)/gen/reapi.pb-c.c
+	$(CC) $(ALL_CFLAGS) -Wno-error -c -o $@ $<
+
+$(OBJ)/src/remote_action.o: $(OBJ)/gen/reapi.pb-c.h
 
 # The operator table is generated from the OPERATOR(...) lines in src/ops/*.c.
 $(OBJ)/gen/op_registry.c: $(wildcard src/ops/*.c) tools/gen-registry.sh

@@ -10,14 +10,8 @@
 #   sh bench/release.sh [MIB]     (default: 1024 MiB of models)
 #
 # QUANTMAKE names the binary (default: a release build in obj/bench-release).
-ROOT="${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
-PY="${PY:-$ROOT/.venv/bin/python}"
 MIB="${1:-1024}"
-if [ -z "$QUANTMAKE" ]; then
-	make -s -C "$ROOT" OBJ=obj/bench-release obj/bench-release/quantmake >&2 || exit 1
-	QUANTMAKE="$ROOT/obj/bench-release/quantmake"
-fi
-"$PY" -c 'import onnx, numpy' 2>/dev/null || { echo "bench: onnx/numpy missing (sh scripts/venv.sh)" >&2; exit 1; }
+. "$(dirname "$0")/common.sh"
 for t in /usr/bin/time bc zstd gzip tar git; do
 	command -v $t > /dev/null || { echo "bench: $t is missing (Debian packages time, bc, zstd, gzip, tar, git)" >&2; exit 1; }
 done

@@ -7,15 +7,17 @@
 # --bench adds BENCH_PKGS, which only the scripts in bench/ use (make check
 # and make example never pass it): Debian's torch to train the benchmark
 # models, the Fashion-MNIST images they are trained and scored on, and
-# espeak-ng to speak the sentences silero-vad is calibrated and scored on.
-# gdb is for the tests: t_matmul_sparse checks under it which kernel ran.
+# espeak-ng to speak the sentences silero-vad is calibrated and scored on;
+# curl and bc for bench/remote.sh (curl is its peer, bc its arithmetic).
+# gdb is for the tests: t_matmul_sparse checks under it which kernel ran;
+# nginx too: t_remote runs one (WebDAV PUT) as a remote cache.
 set -e
 PKGS="build-essential pkg-config make
 libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
 libxxhash-dev xxhash libarchive-dev libminizip-dev zlib1g-dev libgit2-dev libinih-dev nettle-dev
-libopenblas-dev libjansson-dev
-python3 python3-venv git ninja-build zstd gdb"
-BENCH_PKGS="python3-torch dataset-fashion-mnist espeak-ng"
+libopenblas-dev libjansson-dev libcurl4-openssl-dev
+python3 python3-venv git ninja-build zstd gdb nginx"
+BENCH_PKGS="python3-torch dataset-fashion-mnist espeak-ng curl bc"
 case "$1" in
 "") ;;
 --bench) PKGS="$PKGS $BENCH_PKGS" ;;

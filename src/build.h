@@ -10,6 +10,7 @@
 #ifndef QM_BUILD_H
 #define QM_BUILD_H
 
+#include "remote.h"
 #include "rules/rules.h"
 
 typedef struct BuildOpts {
@@ -23,6 +24,8 @@ typedef struct BuildOpts {
 	int jobserver;     /* take tokens from make's jobserver (no -j given) */
 	const char *cache_dir;   /* resolved cache directory */
 	const char *build_dir;   /* resolved build directory (project-relative) */
+	const RemoteOpts *remote; /* the remote cache, or NULL */
+	int shard, shards;       /* --shard I/N: build shard I of N (shards 0: all) */
 } BuildOpts;
 
 /* Build targets ("all", "MODEL", "MODEL:STAGE"); returns the exit status:

@@ -276,6 +276,20 @@ int cache_put_file(Cache *c, const char *path, Hash *h, int64_t *size)
 	return r;
 }
 
+int cache_put_known(Cache *c, const char *path, Hash h)
+{
+	char *dst = cache_object_path(c, h);
+	char *dir = path_dir(dst);
+	int r = mkdirs(dir);
+	free(dir);
+	if (r == 0 && (chmod(path, 0444) < 0 || rename(path, dst) < 0))
+		r = error("cannot store '%s' in the cache:", path);
+	if (r < 0)
+		unlink(path);
+	free(dst);
+	return r;
+}
+
 /* the hash of a file that is a verified object linked by this process */
 static const Linked *linked_find(const Cache *c, const struct stat *st)
 {
@@ -454,7 +468,7 @@ void action_rec_copy(ActionRec *d, const ActionRec *s)
 	d->ndeps = s->ndeps;
 }
 
-static int parse_record(char *text, ActionRec *r)
+int action_rec_parse(char *text, ActionRec *r)
 {
 	memset(r, 0, sizeof *r);
 	static const char head[] = "quantmake-action 2\ncheck ";
@@ -529,7 +543,7 @@ int cache_get_action(Cache *c, Hash key, ActionRec *out)
 		free(p);
 		return -1;
 	}
-	int r = parse_record(text, out);
+	int r = action_rec_parse(text, out);
 	free(text);
 	if (r < 0 || !hash_eq(out->key, key)) {
 		warn("removing corrupt action record '%s'", p);
@@ -542,7 +556,7 @@ int cache_get_action(Cache *c, Hash key, ActionRec *out)
 	return 1;
 }
 
-int cache_put_action(Cache *c, const ActionRec *r)
+void action_rec_text(const ActionRec *r, StrBuf *out)
 {
 	StrBuf sb = {0};
 	char hex[HASH_HEX_LEN];
@@ -554,15 +568,20 @@ int cache_put_action(Cache *c, const ActionRec *r)
 	for (size_t i = 0; i < r->ndeps; i++)
 		sb_printf(&sb, "dep %s %s\n", hash_hex(r->deps[i].h, hex), r->deps[i].path);
 	sb_printf(&sb, "keytext\n%s", r->keytext);
-	StrBuf rec = {0};
-	sb_printf(&rec, "quantmake-action 2\ncheck %s\n", hash_hex(hash_buf(sb.buf, sb.len), hex));
-	sb_add(&rec, sb.buf, sb.len);
+	sb_printf(out, "quantmake-action 2\ncheck %s\n", hash_hex(hash_buf(sb.buf, sb.len), hex));
+	sb_add(out, sb.buf, sb.len);
+	sb_release(&sb);
+}
+
+int cache_put_action(Cache *c, const ActionRec *r)
+{
+	StrBuf sb = {0};
+	action_rec_text(r, &sb);
 	char *p = sub(c, "actions", r->key);
 	char *dir = path_dir(p);
 	int ret = mkdirs(dir);
 	if (ret == 0)
-		ret = write_file_atomic(p, rec.buf, rec.len);
-	sb_release(&rec);
+		ret = write_file_atomic(p, sb.buf, sb.len);
 	free(dir);
 	free(p);
 	sb_release(&sb);
@@ -737,7 +756,7 @@ static void gc_act(void *ud, const char *path, const char *name)
 	if (read_file(path, &text, &len) < 0)
 		return;
 	GcAct a = {.path = xstrdup(path), .used = st.st_mtim};
-	if (parse_record(text, &a.rec) < 0 || !hash_eq(a.rec.key, key)) {
+	if (action_rec_parse(text, &a.rec) < 0 || !hash_eq(a.rec.key, key)) {
 		action_rec_free(&a.rec);
 		memset(&a.rec, 0, sizeof a.rec);
 	}

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "hash.h"
+#include "util.h"
 
 typedef struct Cache Cache;
 
@@ -60,6 +61,10 @@ int cache_put_file(Cache *c, const char *path, Hash *h, int64_t *size);
  * file system and is gone afterwards, or left if the object existed); a
  * file linked by cache_fetch is not hashed again */
 int cache_put_move(Cache *c, const char *path, Hash *h, int64_t *size);
+/* store a file whose bytes the caller has hashed (to h) as it wrote them,
+ * by renaming it into the store (on the cache's file system); the file is
+ * gone afterwards, stored or not */
+int cache_put_known(Cache *c, const char *path, Hash h);
 /* copy object h to dst atomically, verifying its hash on the way; a
  * corrupt object is deleted and -2 returned, as for a missing one (error()
  * says which). With mode 0444 (a stage's inputs, never written) dst is a
@@ -95,6 +100,10 @@ void cache_unlock(int fd);
  * it uses. NULL with error() on failure. */
 char *cache_workdir(Cache *c);
 void action_rec_free(ActionRec *r);
+/* a record as the cache stores it (appended to sb), and parsed back from
+ * that text (modified in place): 0, or -1 when it does not parse */
+void action_rec_text(const ActionRec *r, StrBuf *sb);
+int action_rec_parse(char *text, ActionRec *r);
 /* deep copy of src into dst (dst is overwritten, not freed) */
 void action_rec_copy(ActionRec *dst, const ActionRec *src);
 

@@ -61,6 +61,11 @@ Hash hash_buf(const void *p, size_t n)
 	return canon(XXH3_128bits(p, n));
 }
 
+static void xxh_update(void *st, const void *p, size_t n)
+{
+	XXH3_128bits_update(st, p, n);
+}
+
 int hash_fd(int fd, const char *path, Hash *out)
 {
 	return hash_fd_size(fd, path, -1, out);
@@ -82,20 +87,7 @@ int hash_fd_size(int fd, const char *path, int64_t size, Hash *out)
 	if (!st)
 		fatalx(1, "out of memory (XXH3 state)");
 	XXH3_128bits_reset(st);
-	int r = 0;
-	for (int64_t got = 0; size < 0 || got < size;) {
-		ssize_t n = read(fd, buf, BUFSZ);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = error("cannot read '%s':", path);
-			break;
-		}
-		if (n == 0)
-			break;
-		XXH3_128bits_update(st, buf, (size_t)n);
-		got += n;
-	}
+	int r = read_blocks(fd, path, size, buf, BUFSZ, xxh_update, st);
 	if (r == 0)
 		*out = canon(XXH3_128bits_digest(st));
 	XXH3_freeState(st);

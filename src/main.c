@@ -12,6 +12,7 @@
 #include "cache.h"
 #include "hash.h"
 #include "heap.h"
+#include "remote.h"
 #include "commands.h"
 #include "rules/rules.h"
 #include "stages/stage.h"
@@ -76,6 +77,8 @@ static void usage(FILE *f)
 		   "  --explain                say why each action runs\n"
 		   "  -q, --question           run nothing; exit 0 if every target is up to date, else 1\n"
 		   "  -s, --silent             one line per action; a failed action's output in full\n"
+		   "  --shard I/N              build shard I of N of the models (CI runners\n"
+		   "                           sharing a remote cache)\n"
 		   "  -h, --help               print this help\n"
 		   "  --version                print the version\n\n"
 		   "commands:\n");
@@ -90,7 +93,21 @@ static struct {
 	int jobs;
 	int keep_going, dry_run, force, explain, question, silent;
 	int chdir_given;  /* -C: the project is there, no search upward */
+	int shard, shards;
 } opt;
+
+/* --shard I/N: shard I (1 to N) of N (1 to 1024) */
+static void parse_shard(const char *s)
+{
+	char *end;
+	long i = strtol(s, &end, 10), n = 0;
+	if (end != s && *end == '/')
+		n = strtol(end + 1, &end, 10);
+	if (*end || n < 1 || n > 1024 || i < 1 || i > n)
+		fatal("--shard expects I/N with 1 <= I <= N <= 1024 (such as 2/3), got '%s'", s);
+	opt.shard = (int)i;
+	opt.shards = (int)n;
+}
 
 static int parse_jobs(const char *s)
 {
@@ -142,6 +159,11 @@ static int build_flag(int argc, char **argv, int *i)
 		opt.question = 1;
 	} else if (!strcmp(a, "-s") || !strcmp(a, "--silent") || !strcmp(a, "--quiet")) {
 		opt.silent = 1;
+	} else if (!strcmp(a, "--shard") || !strncmp(a, "--shard=", 8)) {
+		const char *v = a[7] == '=' ? a + 8 : *i + 1 < argc ? argv[++*i] : NULL;
+		if (!v)
+			fatal("option --shard needs an argument I/N");
+		parse_shard(v);
 	} else {
 		return 0;
 	}
@@ -249,6 +271,7 @@ static void dirs(Project *p, BuildOpts *o)
 	const char *env = getenv("QUANTMAKE_CACHE");
 	const char *set = sec_get(&p->settings, "cache");
 	o->cache_dir = env && *env ? env : set ? set : "cache";
+	o->remote = NULL; /* builds ask remote_opts */
 	const char *bd = sec_get(&p->settings, "build-dir");
 	o->build_dir = bd ? bd : "build";
 	const char *j = sec_get(&p->settings, "jobs");
@@ -272,6 +295,56 @@ static void dirs(Project *p, BuildOpts *o)
 	o->silent = opt.silent;
 	if (o->question)
 		o->dry_run = 1;
+	o->shard = opt.shard;
+	o->shards = opt.shards;
+}
+
+/* The remote cache a build uses (o->remote), or none: QUANTMAKE_REMOTE_CACHE
+ * (a URL, or "off"), then the remote-cache setting; the mode from
+ * QUANTMAKE_REMOTE_CACHE_MODE, then remote-cache.mode. Only builds ask
+ * (clean and gc need no credentials). A bad value exits 2, naming where it
+ * was set. */
+static void remote_opts(Project *p, BuildOpts *o)
+{
+	static RemoteOpts ro;
+	const KV *url = sec_find(&p->settings, "remote-cache");
+	const KV *mode = sec_find(&p->settings, "remote-cache.mode");
+	const KV *auth = sec_find(&p->settings, "remote-cache.auth-env");
+	const KV *tmo = sec_find(&p->settings, "remote-cache.timeout");
+	const char *env = getenv("QUANTMAKE_REMOTE_CACHE");
+	o->remote = NULL;
+	if (env && *env) {
+		if (!strcmp(env, "off"))
+			return;
+		/* credentials in the URL are the environment's to hold */
+		if (remote_url_check(env, 1) < 0)
+			fatal("QUANTMAKE_REMOTE_CACHE: %s", errmsg());
+		ro.url = env;
+	} else if (url) {
+		ro.url = url->value;
+	} else {
+		return;
+	}
+	const char *m = getenv("QUANTMAKE_REMOTE_CACHE_MODE");
+	if (m && *m && strcmp(m, "read-write") && strcmp(m, "read-only"))
+		fatal("QUANTMAKE_REMOTE_CACHE_MODE = '%s' is not valid: expected read-write or read-only", m);
+	if (!(m && *m))
+		m = mode ? mode->value : "read-write";
+	ro.read_only = !strcmp(m, "read-only");
+	ro.timeout = tmo ? atol(tmo->value) : 10;
+	ro.header = NULL;
+	if (auth) {
+		const char *h = getenv(auth->value);
+		if (!h || !*h)
+			fatal("%s:%d: remote-cache.auth-env names %s, which is not set: export it (an HTTP header "
+			      "such as 'Authorization: Bearer TOKEN') or remove the setting",
+			      auth->file, auth->line, auth->value);
+		if (remote_header_check(h) < 0)
+			fatal("%s:%d: remote-cache.auth-env: the variable %s: %s", auth->file, auth->line, auth->value,
+			      errmsg());
+		ro.header = h;
+	}
+	o->remote = &ro;
 }
 
 static int cmd_clean(int argc, char **argv)
@@ -599,6 +672,7 @@ static int cmd_release_main(int argc, char **argv)
 	Project *p = load_project();
 	BuildOpts o;
 	dirs(p, &o);
+	remote_opts(p, &o);
 	int r = cmd_release(p, &o, n, rest);
 	project_free(p);
 	free(rest);
@@ -649,6 +723,7 @@ int main(int argc, char **argv)
 	Project *p = load_project();
 	BuildOpts o;
 	dirs(p, &o);
+	remote_opts(p, &o);
 	/* a directory that cannot be made is reported by the build, which
 	 * says what it needed it for */
 	(void)(mkdir_ignored(o.build_dir) + mkdir_ignored(o.cache_dir));

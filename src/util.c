@@ -388,6 +388,23 @@ int rmtree(const char *path)
 	return r;
 }
 
+int read_blocks(int fd, const char *path, int64_t size, void *buf, size_t n,
+		void (*fn)(void *ud, const void *p, size_t n), void *ud)
+{
+	for (int64_t got = 0; size < 0 || got < size;) {
+		ssize_t r = read(fd, buf, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return error("cannot read '%s':", path);
+		if (r == 0)
+			break;
+		fn(ud, buf, (size_t)r);
+		got += r;
+	}
+	return 0;
+}
+
 int read_file(const char *path, char **data, size_t *len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -97,6 +97,11 @@ int mkdir_ignored(const char *path);
 /* rm -rf; 0 or -1 */
 int rmtree(const char *path);
 
+/* Read fd from its position to the end (with size >= 0, at most size
+ * bytes) through buf (n bytes), handing each block read to fn; 0, or -1
+ * with error() naming path */
+int read_blocks(int fd, const char *path, int64_t size, void *buf, size_t n,
+		void (*fn)(void *ud, const void *p, size_t n), void *ud);
 /* Read a whole file into memory (NUL-terminated for convenience). */
 int read_file(const char *path, char **data, size_t *len);
 /* Write data to path atomically: temp file in the same directory, then

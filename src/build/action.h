@@ -10,6 +10,8 @@
  *   jobserver.c  GNU make's jobserver (client side)
  *   runner.c     one action in a child process: inputs, stage, store
  *   loop.c       the event loop: resolve, start, reap, retry
+ *   remote.c     the remote cache: asked by the child, reported to the loop
+ *   shard.c      --shard I/N: which models this runner builds
  *   build.c      build_run: setup, the loop's rounds, materializing */
 #ifndef QM_BUILD_ACTION_H
 #define QM_BUILD_ACTION_H
@@ -21,6 +23,7 @@
 #include "buildlog.h"
 #include "cache.h"
 #include "hash.h"
+#include "remote.h"
 #include "stages/stage.h"
 #include "statcache.h"
 #include "util.h"
@@ -46,6 +49,8 @@ enum {
 				    a valid record is in the cache, nothing ran */
 	CHILD_CORRUPT_INPUT = 3, /* its input model's object is corrupt or gone */
 	CHILD_CORRUPT_AUX = 4,   /* + AUX_*: that other input's object is */
+	CHILD_REMOTE = 8,        /* served by the remote cache: its record and
+				    objects are in the local cache, nothing ran */
 };
 
 typedef struct Action {
@@ -58,6 +63,7 @@ typedef struct Action {
 	int target;            /* materialized into the build directory */
 	int state;             /* A_* */
 	int hit;               /* resolved from a record, nothing ran */
+	int remote_hit;        /* served by the remote cache, nothing ran */
 	int stale;             /* running, but an input it took was rebuilt:
 				  resolve again when it ends */
 	Hash key;
@@ -102,6 +108,10 @@ typedef struct Build {
 	int ph_trust;          /* no command of this build may change them */
 	int log_trusted;       /* the build log was written against this
 				  cache, unchanged since (cache_epoch) */
+	Remote *remote;        /* the remote cache, or NULL (remote.c) */
+	int remote_off;        /* not asked any more: it failed */
+	long remote_fails, remote_hits, remote_ups;
+	int64_t remote_down, remote_up;
 } Build;
 
 /* "model:stage" (malloc'd) */
@@ -169,6 +179,30 @@ size_t js_held(void);
 int runner_start(Build *b, Action *a);
 /* threads an action may use inside itself */
 int runner_threads(const Build *b);
+
+/* remote.c (the remote cache; see there) */
+/* is the remote cache asked (configured, and not given up on)? */
+int rc_asks(const Build *b);
+/* in a's child, on a local miss: serve it from the remote cache, blobs
+ * downloaded through tmpdir (on the cache's file system, emptied by the
+ * caller); REMOTE_FOUND when its record is now in the local cache,
+ * REMOTE_MISSING, or a failure (reported) */
+int rc_lookup(Build *b, Action *a, const char *tmpdir);
+/* in a's child, after its record rec was stored: upload it */
+void rc_upload(Build *b, Action *a, const ActionRec *rec);
+/* before a's child starts: no report left from another */
+void rc_clear(const Build *b, const Action *a);
+/* after a's child ended: add up what it reported, warn on a failure */
+void rc_collect(Build *b, const Action *a);
+/* -n: would the remote serve a? Then a is done with the remote's record */
+int rc_would_serve(Build *b, Action *a);
+/* the build's line about the remote cache (and its QUANTMAKE_STATS line) */
+void rc_summary(const Build *b);
+
+/* shard.c */
+/* --shard I/N: keep needed only the actions of the models in shard I
+ * (say which on stdout); 0 */
+int shard_select(Build *b);
 
 /* loop.c */
 /* resolve, start and reap until nothing more can run; the exit status

@@ -167,12 +167,16 @@ int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
 		teardown(&b);
 		return 2;
 	}
+	if (o->shards)
+		shard_select(&b);
 	b.cache = cache_open(o->cache_dir);
 	if (!b.cache) {
 		fprintf(stderr, "%s: %s\n", argv0, errmsg());
 		teardown(&b);
 		return 2;
 	}
+	if (o->remote)
+		b.remote = remote_new(o->remote);
 	char *scpath = xasprintf("%s/.quantmake/statcache", o->build_dir);
 	b.sc = statcache_open(scpath);
 	free(scpath);
@@ -207,18 +211,20 @@ int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
 	}
 	size_t ran = 0, hits = 0;
 	for (size_t i = 0; i < b.nacts; i++) {
-		ran += b.acts[i]->state == A_DONE && !b.acts[i]->hit && b.acts[i]->needed;
-		hits += b.acts[i]->hit;
+		const Action *a = b.acts[i];
+		ran += a->state == A_DONE && !a->hit && !a->remote_hit && a->needed;
+		hits += a->hit;
 	}
 	if (status == 0 && b.failed)
 		status = 1;
+	rc_summary(&b);
 	size_t restore = status == 0 && o->dry_run ? would_restore(&b, o->question) : 0;
 	if (o->question) {
 		/* make -q: nothing printed; 1 when anything would run or be
 		 * restored */
 		if (status == 0 && (b.done != hits || restore))
 			status = 1;
-	} else if (status == 0 && !o->dry_run && ran == 0) {
+	} else if (status == 0 && !o->dry_run && ran == 0 && !b.remote_hits) {
 		printf("%s: nothing to do: %zu actions up to date\n", argv0, hits);
 	} else if (status == 0 && o->dry_run && b.done == hits && !restore) {
 		printf("%s: nothing to do: %zu actions up to date\n", argv0, hits);
@@ -244,6 +250,7 @@ int build_run(Project *p, const BuildOpts *o, int ntargets, char **targets)
 	buildlog_close(b.log);
 	statcache_close(b.sc);
 	cache_close(b.cache);
+	remote_free(b.remote);
 	loop_signals_close();
 	teardown(&b);
 	return status;

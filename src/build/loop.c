@@ -91,7 +91,7 @@ static void reopen(Build *b, Action *a)
 	else if (a->state == A_DONE && !a->hit && b->ran)
 		b->ran--;
 	a->state = A_PENDING;
-	a->hit = 0;
+	a->hit = a->remote_hit = 0;
 	free(a->why);
 	a->why = NULL;
 }
@@ -243,7 +243,8 @@ static void finish(Build *b, Action *a, int status)
 	if (b->tty)
 		fputs("\r\033[K", stdout);
 	Action *up = WIFEXITED(status) ? corrupt_input(a, code) : NULL;
-	if (code == CHILD_BUILT || code == CHILD_FOUND) {
+	rc_collect(b, a);
+	if (code == CHILD_BUILT || code == CHILD_FOUND || code == CHILD_REMOTE) {
 		char *why = NULL;
 		if (cache_get_action(b->cache, a->key, &a->rec) == 1) {
 			a->have_rec = 1;
@@ -268,6 +269,7 @@ static void finish(Build *b, Action *a, int status)
 		free(why);
 		a->state = A_DONE;
 		a->hit = code == CHILD_FOUND;
+		a->remote_hit = code == CHILD_REMOTE;
 		b->done++;
 		if (a->hit)
 			b->hits++;
@@ -284,8 +286,8 @@ static void finish(Build *b, Action *a, int status)
 		if (a->hit)
 			printf("%s %s: built meanwhile by another quantmake process\n", a->stage->name, a->model->name);
 		else
-			printf("[%zu/%zu] %s %s (%.2fs)\n", b->ran, b->total - b->hits, a->stage->name, a->model->name,
-			       dt);
+			printf("[%zu/%zu] %s %s (%s%.2fs)\n", b->ran, b->total - b->hits, a->stage->name,
+			       a->model->name, a->remote_hit ? "remote cache, " : "", dt);
 		if (a->log.len && !b->o->silent)
 			fputs(a->log.buf, stdout);
 	} else if (up && a->tries < 2) {
@@ -364,6 +366,10 @@ static int start_ready(Build *b, int *want_token)
 				progress = 1;
 				continue;
 			}
+		}
+		if (b->o->dry_run && rc_would_serve(b, a)) {
+			progress = 1;
+			continue;
 		}
 		if (b->o->dry_run) {
 			if (!b->o->question)

@@ -196,6 +196,18 @@ static _Noreturn void child_main(Build *b, Action *a)
 	char *used[NUSED] = {indir, outdir};
 	if (fresh_dir(indir) < 0 || fresh_dir(outdir) < 0)
 		fatalx(CHILD_FAILED, "%s: %s", lab, errmsg());
+	int ask = rc_asks(b);
+	if (ask && !b->o->force) {
+		int r = rc_lookup(b, a, outdir);
+		if (r == REMOTE_FOUND) {
+			cache_unlock(lock);
+			fflush(NULL);
+			child_exit(used, CHILD_REMOTE);
+		}
+		/* a server that failed is not asked again by this child; one
+		 * that served a bad entry or blob gets a good one */
+		ask = r == REMOTE_MISSING || r == REMOTE_EBAD;
+	}
 	for (int k = 0; k < NAUX; k++) {
 		char *dir = path_join(tmp, aux_kind[k].dir);
 		if (a->aux[k] ? fresh_dir(dir) : rmtree(dir))
@@ -287,6 +299,8 @@ static _Noreturn void child_main(Build *b, Action *a)
 		child_exit(used, CHILD_FAILED);
 	}
 	cache_unlock(lock);
+	if (ask && !remote_read_only(b->remote))
+		rc_upload(b, a, &r);
 	fflush(NULL);
 	child_exit(used, CHILD_BUILT);
 }
@@ -313,6 +327,7 @@ int runner_start(Build *b, Action *a)
 {
 	if (take_slot(b, a) < 0)
 		return -1;
+	rc_clear(b, a);
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
 		b->slot_busy[a->slot] = 0;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "remote.h"
 #include "stages/stage.h"
 #include "util.h"
 
@@ -208,6 +209,10 @@ const RuleKeyDoc rules_settings_doc[] = {
 	{"cache", "cache", "the artifact cache directory (QUANTMAKE_CACHE overrides it); one cache may serve every clone and branch"},
 	{"jobs", "the number of CPUs", "actions run at once when -j is not given"},
 	{"build-dir", "build", "where the outputs of the models are copied (build/MODEL/)"},
+	{"remote-cache", NULL, "a remote cache's URL, http or https (Bazel's HTTP cache protocol; QUANTMAKE_REMOTE_CACHE overrides it)"},
+	{"remote-cache.mode", "read-write", "read-write, or read-only (never upload)"},
+	{"remote-cache.auth-env", NULL, "the environment variable holding an HTTP header 'Name: value' sent to the remote cache"},
+	{"remote-cache.timeout", "10", "seconds to connect, and that a transfer may stall, before the remote cache counts as failed"},
 	{NULL, NULL, NULL},
 };
 
@@ -256,13 +261,34 @@ static int handler(void *user, const char *section, const char *name, const char
 		if (i == nk) {
 			const char *near = closest(name, keys, nk);
 			return near ? perr(ps, "unknown setting '%s' (did you mean '%s'?)", name, near)
-				    : perr(ps, "unknown setting '%s': expected cache, jobs or build-dir", name);
+				    : perr(ps, "unknown setting '%s': expected cache, jobs, build-dir, remote-cache, "
+					       "remote-cache.mode, remote-cache.auth-env or remote-cache.timeout", name);
 		}
 		if (!strcmp(name, "jobs")) {
 			char *end;
 			long j = strtol(value, &end, 10);
 			if (*end || j < 1 || j > 1024)
 				return perr(ps, "jobs must be a number from 1 to 1024, got '%s'", value);
+		}
+		if (!strcmp(name, "remote-cache") && remote_url_check(value, 0) < 0)
+			return perr(ps, "remote-cache: %s", errmsg());
+		if (!strcmp(name, "remote-cache.mode") && strcmp(value, "read-write") && strcmp(value, "read-only"))
+			return perr(ps, "remote-cache.mode = '%s' is not valid: expected read-write or read-only", value);
+		if (!strcmp(name, "remote-cache.timeout")) {
+			char *end;
+			long t = strtol(value, &end, 10);
+			if (!*value || *end || t < 1 || t > 3600)
+				return perr(ps, "remote-cache.timeout must be a number of seconds from 1 to 3600, got '%s'",
+					    value);
+		}
+		if (!strcmp(name, "remote-cache.auth-env")) {
+			size_t n = 0;
+			while (value[n] == '_' || isalnum((unsigned char)value[n]))
+				n++;
+			if (!n || value[n] || isdigit((unsigned char)value[0]))
+				return perr(ps, "remote-cache.auth-env names an environment variable (such as "
+						"QUANTMAKE_REMOTE_AUTH), not '%s': the secret itself never goes in a rule file",
+					    value);
 		}
 	} else if (s->kind == SEC_RELEASE) {
 		size_t i, nk = doc_names(rules_release_doc, keys, ARRAY_LEN(keys));

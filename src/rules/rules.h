@@ -1,7 +1,10 @@
 /* rules.h — rule files: rules/NAME.rules at the project root, INI syntax read
  * with libinih.
  *
- *   [settings]            cache = DIR, jobs = N, build-dir = DIR
+ *   [settings]            cache = DIR, jobs = N, build-dir = DIR,
+ *                         remote-cache = URL, remote-cache.mode = read-write |
+ *                         read-only, remote-cache.auth-env = VARIABLE,
+ *                         remote-cache.timeout = SECONDS
  *   [model NAME]          source = PATH | @MODEL[:STAGE], or export = COMMAND,
  *                         plus the keys the registered stages declare
  *   [model NAME : BASE]   inherits BASE's keys; its own keys override

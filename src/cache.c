@@ -342,7 +342,7 @@ static int missing(Hash h)
 {
 	char hex[HASH_HEX_LEN];
 	error("cache object %s is missing", hash_hex(h, hex));
-	return -2;
+	return CACHE_GONE;
 }
 
 static int corrupt(const char *obj, Hash h)
@@ -350,7 +350,7 @@ static int corrupt(const char *obj, Hash h)
 	char hex[HASH_HEX_LEN];
 	unlink(obj);
 	error("corrupt cache object %s (content does not match its name): removed", hash_hex(h, hex));
-	return -2;
+	return CACHE_GONE;
 }
 
 /* Read-only fetch: dst becomes a hard link to the object, whose bytes are

@@ -65,8 +65,10 @@ int cache_put_move(Cache *c, const char *path, Hash *h, int64_t *size);
  * by renaming it into the store (on the cache's file system); the file is
  * gone afterwards, stored or not */
 int cache_put_known(Cache *c, const char *path, Hash h);
+/* cache_fetch's status when the object is corrupt (removed) or missing */
+enum { CACHE_GONE = -2 };
 /* copy object h to dst atomically, verifying its hash on the way; a
- * corrupt object is deleted and -2 returned, as for a missing one (error()
+ * corrupt object is deleted and CACHE_GONE returned, as for a missing one (error()
  * says which). With mode 0444 (a stage's inputs, never written) dst is a
  * hard link to the object instead when the file system allows, verified
  * by reading it; cache_put_move of a file that is still that link then

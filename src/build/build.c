@@ -48,7 +48,7 @@ static int materialize(Build *b)
 				return error_prefix("build directory");
 			}
 			int r = cache_fetch(b->cache, o->h, dst, 0644);
-			if (r == -2) {
+			if (r == CACHE_GONE) {
 				fprintf(stderr, "%s: %s; rebuilding %s:%s\n", argv0, errmsg(), a->model->name, a->stage->name);
 				a->tries++;
 				loop_invalidate(b, a);

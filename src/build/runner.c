@@ -52,7 +52,7 @@ static int list_outputs(const char *dir, const char *rel, PtrVec *names)
 
 /* Fetch the outputs of action src into dir (verifying their hashes), from
  * the one numbered from on (1: all but its main output); *first gets the path
- * of its main output. -2 when an object is corrupt or missing. */
+ * of its main output. CACHE_GONE when an object is corrupt or missing. */
 static int fetch_outputs(Build *b, const Action *src, size_t from, const char *dir, char **first)
 {
 	for (size_t i = from; i < src->rec.nouts; i++) {
@@ -226,7 +226,7 @@ static _Noreturn void child_main(Build *b, Action *a)
 		}
 	if (fr < 0) {
 		fprintf(stderr, "%s: %s: %s\n", argv0, lab, errmsg());
-		child_exit(used, fr == -2 ? code : CHILD_FAILED);
+		child_exit(used, fr == CACHE_GONE ? code : CHILD_FAILED);
 	}
 	PtrVec deps = {0};
 	char *output = xasprintf("%s/%s.onnx", outdir, a->model->name);

@@ -19,6 +19,12 @@
 # - quantmake run (our interpreter) agrees with onnxruntime on the
 #   quantized model; onnxruntime's quantize_static on the same model and
 #   data scores lower;
+# - preprocess fuses the decomposed LayerNorms into LayerNormalization
+#   from opset 17 and the erf and tanh GELUs into Gelu from opset 20
+#   (outputs equal to 1e-5, onnxruntime's own fusions off), keeps them
+#   below and says so; LayerNorms without epsilon (recognised in part)
+#   stay exactly as they are, each named once in the log; a build through
+#   preprocess keeps the cosine >= 0.99;
 # - quantize.preset = transformer on a model without the pattern changes
 #   nothing and says why; a bad preset value is a rule error at file:line.
 . "$(dirname "$0")/lib/common.sh"
@@ -205,6 +211,78 @@ print("PASS: -10000 mask: the scores + mask range comes from the scores (shrunk 
 	fi
 else
 	fail "mask -10000 encoder" "$(tail -2 "$TMPD/mk.log")"
+fi
+
+# ---- preprocess: decomposed LayerNorm and GELU fused where the opset has
+# the operators, kept (and said) below it, never half-fused ----
+cat > "$TMPD/ops.py" <<'PY'
+"""ops.py ORIG PREP TEST.NPZ: op counts of PREP, Gelu approximations, and
+the largest difference of its float output from ORIG's (onnxruntime),
+relative to the output's largest magnitude"""
+import collections, sys, numpy as np, onnx, onnxruntime as ort
+ort.set_default_logger_severity(3)
+m = onnx.load(sys.argv[2])
+onnx.checker.check_model(m, full_check=True)
+c = collections.Counter(n.op_type for n in m.graph.node)
+apx = sorted({a.s.decode() for n in m.graph.node if n.op_type == "Gelu" for a in n.attribute if a.name == "approximate"})
+d = np.load(sys.argv[3])
+feeds = {"input_ids": d["input_ids"], "attention_mask": d["attention_mask"]}
+so = ort.SessionOptions()  # onnxruntime's own fusions off: the original runs as written
+so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+a, b = (ort.InferenceSession(p, so, providers=["CPUExecutionProvider"]).run(None, feeds)[0] for p in sys.argv[1:3])
+print("LN=%d Gelu=%d ReduceMean=%d Erf=%d Tanh=%d apx=%s diff=%.1e" % (
+    c["LayerNormalization"], c["Gelu"], c["ReduceMean"], c["Erf"], c["Tanh"], ",".join(apx) or "-",
+    np.abs(a - b).max() / np.abs(a).max()))
+PY
+# pp NAME ARGS... -- WANT: mkencoder ARGS, quantmake preprocess, ops.py's
+# line must start with WANT and the outputs agree to 1e-5
+pp() {
+	name=$1 want=$2
+	shift 2
+	d=$TMPD/pp
+	rm -rf "$d"
+	if ! mk "$d" --calib 2 --test 16 "$@"; then
+		fail "$name" "mkencoder: $(tail -1 "$TMPD/mk.log")"
+		return
+	fi
+	if ! "$Q" preprocess "$d/enc.onnx" "$d/pp.onnx" 2> "$TMPD/pp.log"; then
+		fail "$name" "quantmake preprocess: $(tail -1 "$TMPD/pp.log")"
+		return
+	fi
+	r=$("$PY" "$TMPD/ops.py" "$d/enc.onnx" "$d/pp.onnx" "$d/test.npz" 2>&1 | tail -1)
+	diff=${r##*diff=}
+	case $r in
+	"$want"*) if awk "BEGIN{exit !($diff <= 1e-5)}"; then pass "$name: $r"; else fail "$name" "$r"; fi ;;
+	*) fail "$name" "$r (wanted $want...)" ;;
+	esac
+}
+pp "preprocess, opset 20: 7 LayerNorms and 3 erf GELUs fused, outputs kept" \
+	"LN=7 Gelu=3 ReduceMean=0 Erf=0 Tanh=0 apx=-" --opset 20 --ln decomposed
+pp "preprocess, opset 20: tanh GELUs fused with approximate = tanh" \
+	"LN=7 Gelu=3 ReduceMean=0 Erf=0 Tanh=0 apx=tanh" --opset 20 --ln decomposed --gelu tanh
+pp "preprocess, opset 17: LayerNorms fused, GELUs kept (no Gelu before 20)" \
+	"LN=7 Gelu=0 ReduceMean=0 Erf=3" --opset 17 --ln decomposed
+grep -q 'gelu: 3 decomposed GELUs kept: opset 17 has no Gelu (20)' "$TMPD/pp.log" &&
+	pass "preprocess, opset 17: the log says the GELUs were kept and why" ||
+	fail "preprocess, opset 17: GELUs kept" "$(cat "$TMPD/pp.log")"
+pp "preprocess, opset 14: nothing fused" "LN=0 Gelu=0 ReduceMean=14 Erf=3" --opset 14
+grep -q 'layernorm: 7 decomposed LayerNorms kept: opset 14 has no LayerNormalization (17); static quantization keeps their insides float' "$TMPD/pp.log" &&
+	pass "preprocess, opset 14: the log says the LayerNorms were kept and why" ||
+	fail "preprocess, opset 14: LayerNorms kept" "$(cat "$TMPD/pp.log")"
+pp "preprocess, LayerNorms without epsilon (recognised in part): left as they are" \
+	"LN=0 Gelu=0 ReduceMean=14" --opset 17 --ln noeps
+n=$(grep -c "layernorm: '.*/ReduceMean' not fused, left as it is: no epsilon" "$TMPD/pp.log")
+[ "$n" = 7 ] && pass "preprocess: each LayerNorm without epsilon named once in the log with the reason" ||
+	fail "preprocess: LayerNorms without epsilon in the log" "$n lines: $(head -3 "$TMPD/pp.log")"
+# a whole build from the decomposed opset-20 encoder through preprocess
+P=$TMPD/o20
+if mk "$P" --opset 20 --ln decomposed; then
+	rules "$P"
+	sed -i 's/^quantize = static/preprocess = default\nquantize = static/' "$P/rules/m.rules"
+	build "opset 20 with preprocess" "$P" &&
+		cos_check "opset 20, decomposed LayerNorm and GELU fused by preprocess, default preset" 0.99 "$P" e
+else
+	fail "opset 20 encoder" "$(tail -2 "$TMPD/mk.log")"
 fi
 
 # ---- preset on a model without the pattern; a bad value ----

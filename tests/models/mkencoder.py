@@ -1,8 +1,8 @@
 """A BERT-style sentence encoder written as torch.onnx.export writes Hugging
 Face's BertModel (eval mode), with realistic random weights, and its data.
 
-    mkencoder.py OUTDIR [--opset 14|17] [--gelu erf|tanh] [--mask finfo|10000]
-                 [--layers N] [--width W] [--calib N] [--test N]
+    mkencoder.py OUTDIR [--opset 14|17|20] [--gelu erf|tanh] [--mask finfo|10000]
+                 [--ln auto|op|decomposed|noeps] [--layers N] [--width W] [--calib N] [--test N]
 
 Writes OUTDIR/enc.onnx, OUTDIR/calib/NNN.npz (one sentence each:
 input_ids and attention_mask, [1, 64] int64) and OUTDIR/test.npz (rows of
@@ -14,7 +14,9 @@ node as the exporter writes it, which is what a quantizer meets:
     -10000.0), added to the scaled attention scores before Softmax;
   - at opset 14, every LayerNorm decomposed as ReduceMean, Sub, Pow,
     ReduceMean, Add(eps), Sqrt, Div, Mul(gamma), Add(beta); at opset 17 the
-    LayerNormalization operator;
+    LayerNormalization operator (--ln decomposed: the decomposition at any
+    opset, as a hand-written LayerNorm exports; --ln noeps: without its
+    epsilon, a pattern recognised only in part);
   - GELU as torch writes it below opset 20: Div(sqrt 2), Erf, Add(1), Mul,
     Mul(0.5); --gelu tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));
   - nn.Linear on [B, S, K] as MatMul(x, W^T) + Add(bias).
@@ -80,7 +82,7 @@ class G:
         y = self.op("MatMul", [x, self.const(name + ".weight", w)], name + "/MatMul")
         return self.op("Add", [self.const(name + ".bias", b), y], name + "/Add")
 
-    def layernorm(self, x, w, name, opset, outliers):
+    def layernorm(self, x, w, name, opset, outliers, form="auto"):
         gamma = (1 + self.rng.normal(0, 0.1, w)).astype(np.float32)
         beta = self.rng.normal(0, 0.05, w).astype(np.float32)
         for ch, m in outliers:
@@ -88,14 +90,21 @@ class G:
             beta[ch] = m / 4
         g = self.const(name + ".weight", gamma)
         b = self.const(name + ".bias", beta)
-        if opset >= 17:
+        if form == "op" or (form == "auto" and opset >= 17):
             return self.op("LayerNormalization", [x, g, b], name + "/LayerNormalization", axis=-1, epsilon=1e-12)
-        mean = self.op("ReduceMean", [x], name + "/ReduceMean", axes=[-1], keepdims=1)
-        d = self.op("Sub", [x, mean], name + "/Sub")
+        def mean(t, nm):
+            if opset >= 18:  # axes became an input
+                return self.op("ReduceMean", [t, self.const(nm + "_axes", np.array([-1], np.int64))], nm, keepdims=1)
+            return self.op("ReduceMean", [t], nm, axes=[-1], keepdims=1)
+        mu = mean(x, name + "/ReduceMean")
+        d = self.op("Sub", [x, mu], name + "/Sub")
         sq = self.op("Pow", [d, self.const(name + "/Constant", np.array(2, np.float32))], name + "/Pow")
-        var = self.op("ReduceMean", [sq], name + "/ReduceMean_1", axes=[-1], keepdims=1)
-        ve = self.op("Add", [var, self.const(name + "/Constant_1", np.array(1e-12, np.float32))], name + "/Add")
-        sd = self.op("Sqrt", [ve], name + "/Sqrt")
+        var = mean(sq, name + "/ReduceMean_1")
+        if form == "noeps":  # recognised in part: no epsilon
+            sd = self.op("Sqrt", [var], name + "/Sqrt")
+        else:
+            ve = self.op("Add", [var, self.const(name + "/Constant_1", np.array(1e-12, np.float32))], name + "/Add")
+            sd = self.op("Sqrt", [ve], name + "/Sqrt")
         nrm = self.op("Div", [d, sd], name + "/Div")
         y = self.op("Mul", [nrm, g], name + "/Mul")
         return self.op("Add", [y, b], name + "/Add_1")
@@ -118,7 +127,7 @@ class G:
         return self.op("Mul", [h, a1], name + "/Mul_3")
 
 
-def build(opset, gelu, mask_value, layers, width, seed=0):
+def build(opset, gelu, mask_value, layers, width, ln="auto", seed=0):
     rng = np.random.default_rng(seed)
     heads, ff = width // 64, 4 * width
     g = G(rng)
@@ -129,7 +138,7 @@ def build(opset, gelu, mask_value, layers, width, seed=0):
     e = g.op("Gather", [we, "input_ids"], "embeddings/word_embeddings/Gather")
     e = g.op("Add", [e, te], "embeddings/Add")
     e = g.op("Add", [e, pe], "embeddings/Add_1")
-    h = g.layernorm(e, width, "embeddings/LayerNorm", opset, outliers)
+    h = g.layernorm(e, width, "embeddings/LayerNorm", opset, outliers, ln)
     # extended attention mask, as BertModel.get_extended_attention_mask
     m = g.op("Unsqueeze", ["attention_mask", g.const("/Constant_axes1", np.array([1], np.int64))], "/Unsqueeze")
     m = g.op("Unsqueeze", [m, g.const("/Constant_axes2", np.array([2], np.int64))], "/Unsqueeze_1")
@@ -159,12 +168,12 @@ def build(opset, gelu, mask_value, layers, width, seed=0):
         c = g.op("Reshape", [c, sh_back], a + "/Reshape_3")
         o = g.linear(c, width, width, p + "/attention/output/dense")
         o = g.op("Add", [o, h], p + "/attention/output/Add")
-        h = g.layernorm(o, width, p + "/attention/output/LayerNorm", opset, outliers)
+        h = g.layernorm(o, width, p + "/attention/output/LayerNorm", opset, outliers, ln)
         f = g.linear(h, width, ff, p + "/intermediate/dense")
         f = g.gelu(f, p + "/intermediate/intermediate_act_fn", gelu)
         f = g.linear(f, ff, width, p + "/output/dense")
         f = g.op("Add", [f, h], p + "/output/Add")
-        h = g.layernorm(f, width, p + "/output/LayerNorm", opset, outliers)
+        h = g.layernorm(f, width, p + "/output/LayerNorm", opset, outliers, ln)
     g.nodes.append(helper.make_node("Identity", [h], ["last_hidden_state"], name="output"))
     graph = helper.make_graph(
         g.nodes, "bert",
@@ -185,6 +194,8 @@ def main():
     ap.add_argument("--opset", type=int, default=14)
     ap.add_argument("--gelu", default="erf", choices=("erf", "tanh"))
     ap.add_argument("--mask", default="finfo", choices=("finfo", "10000"))
+    ap.add_argument("--ln", default="auto", choices=("auto", "op", "decomposed", "noeps"),
+                    help="auto: LayerNormalization from opset 17, else decomposed; noeps: decomposed without epsilon")
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--width", type=int, default=192)
     ap.add_argument("--calib", type=int, default=64)
@@ -192,7 +203,7 @@ def main():
     a = ap.parse_args()
     mv = float(np.finfo(np.float32).min) if a.mask == "finfo" else -10000.0
     os.makedirs(a.out + "/calib", exist_ok=True)
-    onnx.save(build(a.opset, a.gelu, mv, a.layers, a.width), a.out + "/enc.onnx")
+    onnx.save(build(a.opset, a.gelu, mv, a.layers, a.width, a.ln), a.out + "/enc.onnx")
     sents = sentences()
     order = np.random.default_rng(1).permutation(len(sents))
     if len(order) < a.calib + a.test:

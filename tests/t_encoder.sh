@@ -101,7 +101,9 @@ R
 P=$TMPD/o14
 if mk "$P" --opset 14; then
 	rules "$P"
+	printf '\n[model q : n]\nquantize.format = qoperator\n' >> "$P/rules/m.rules"
 	if build "opset 14" "$P"; then
+		cos_check "opset 14, finfo mask, qoperator, quantize.preset = none" 0.99 "$P" q
 		cos_check "opset 14, finfo mask, erf GELU, default preset" 0.99 "$P" e
 		cos_check "opset 14, finfo mask, quantize.preset = none (sentinel ranges)" 0.99 "$P" n
 		"$PY" - "$P" > "$TMPD/j.out" 2>&1 <<'PY'

@@ -46,6 +46,7 @@ typedef struct QtRange {
 typedef struct QtRanges {
 	QtRange *e;
 	size_t n;
+	StrMap softmax;    /* Softmax outputs (owned keys): quantized over [0, 1] */
 } QtRanges;
 void qt_ranges_init(QtRanges *r, Model *m, const Onnx__GraphProto *g, const CalibStats *s, const QuantOpts *o);
 void qt_ranges_free(QtRanges *r);

@@ -105,6 +105,7 @@ typedef struct Ctx {
 				     layout of Gemm, +2 more when B was transposed */
 	struct Range {            /* activation parameters chosen so far (entropy is slow) */
 		char *name;
+		char *note;           /* quant.json members on where the range came from, or NULL */
 		int ok;
 		QParams p;
 	} *ranges;
@@ -171,6 +172,9 @@ static QVal *val_add(Ctx *c, const char *name, QParams p, int has_float, const c
 		free(bz);
 	}
 	qc_report_tensor(c->rep, base, p.dtype, 1, &p.scale, &p.zero_point, -1);
+	for (size_t i = 0; i < c->nranges; i++)
+		if (c->ranges[i].note && !strcmp(c->ranges[i].name, name))
+			qc_report_extra(c->rep, c->ranges[i].note);
 	free(sn);
 	return v;
 }
@@ -195,6 +199,8 @@ static int act_params(Ctx *c, const char *name, QParams *p)
 		}
 		c->rep->nsentinel += how == 1;
 		r.p = qparams_compute(lo, hi, c->o->act_type, c->o->act_symmetric, 0);
+		if (how > 0)
+			r.note = sb_detach(&note);
 		sb_release(&note);
 	}
 	c->ranges = xreallocarray(c->ranges, c->nranges + 1, sizeof *c->ranges);
@@ -841,8 +847,10 @@ static void ctx_free(Ctx *c)
 	for (size_t i = 0; i < c->replaced.n; i++)
 		free(c->replaced.v[i]);
 	pv_free(&c->replaced);
-	for (size_t i = 0; i < c->nranges; i++)
+	for (size_t i = 0; i < c->nranges; i++) {
 		free(c->ranges[i].name);
+		free(c->ranges[i].note);
+	}
 	free(c->ranges);
 	for (size_t i = 0; i < c->nout; i++)
 		onnx__node_proto__free_unpacked(c->out[i], NULL);

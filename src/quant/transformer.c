@@ -53,18 +53,6 @@ typedef struct Tr {
 	StrMap memo;   /* tensor -> 2 + reaches() */
 } Tr;
 
-static const Onnx__NodeProto *producer_of(const Onnx__GraphProto *g, const char *name, size_t *at)
-{
-	for (size_t i = 0; i < g->n_node; i++)
-		for (size_t k = 0; k < g->node[i]->n_output; k++)
-			if (!strcmp(g->node[i]->output[k], name)) {
-				if (at)
-					*at = i;
-				return g->node[i];
-			}
-	return NULL;
-}
-
 static const Onnx__NodeProto *tr_producer(const Tr *t, const char *name)
 {
 	StrMapEnt *e = strmap_find(&t->prod, name);
@@ -260,10 +248,15 @@ void qt_ranges_init(QtRanges *r, Model *m, const Onnx__GraphProto *g, const Cali
 {
 	memset(r, 0, sizeof *r);
 	Tr t = {.m = m, .g = g, .s = s, .o = o};
+	int added;
 	for (size_t i = 0; i < g->n_node; i++)
 		for (size_t k = 0; k < g->node[i]->n_output; k++)
-			if (*g->node[i]->output[k])
+			if (*g->node[i]->output[k]) {
 				strmap_add(&t.prod, g->node[i]->output[k], NULL)->v.i = (int64_t)i + 1;
+				if (is_op(g->node[i], "Softmax") && k == 0 &&
+				    (strmap_add(&r->softmax, g->node[i]->output[k], &added), added))
+					strmap_own_key(strmap_find(&r->softmax, g->node[i]->output[k]));
+			}
 	for (size_t i = 0; i < g->n_input; i++)
 		trace_add(r, &t, g->input[i]->name);
 	for (size_t i = 0; i < g->n_node; i++)
@@ -280,6 +273,7 @@ void qt_ranges_free(QtRanges *r)
 		free(r->e[i].note);
 	}
 	free(r->e);
+	strmap_free_keys(&r->softmax);
 	memset(r, 0, sizeof *r);
 }
 
@@ -287,7 +281,7 @@ int qt_act_range(const QtRanges *r, const Onnx__GraphProto *g, const CalibStats 
 		 const char *name, float *lo, float *hi, StrBuf *note)
 {
 	const TensorStats *t = calib_find(s, name);
-	if (is_op(producer_of(g, name, NULL), "Softmax")) {
+	if (strmap_find(&r->softmax, name)) {
 		*lo = 0;
 		*hi = 1;
 		sb_puts(note, "\"range\": [0, 1], \"range_from\": \"Softmax output\"");
@@ -312,30 +306,35 @@ static int is_norm_region(const char *why)
 	return why && strstr(why, "decomposed normalization");
 }
 
+/* what the preset asks about names, made in one pass over the graph */
+typedef struct Pg {
+	const Onnx__GraphProto *g;
+	const char **pattern;
+	StrMap prod;   /* node output -> node index + 1 */
+	StrMap read;   /* tensor -> READ_* bits */
+} Pg;
+enum { READ_SOFTMAX = 1, READ_NORM = 2 };
+
+static const Onnx__NodeProto *pg_prod(const Pg *p, const char *name, size_t *at)
+{
+	StrMapEnt *e = strmap_find(&p->prod, name);
+	if (!e)
+		return NULL;
+	if (at)
+		*at = (size_t)e->v.i - 1;
+	return p->g->node[e->v.i - 1];
+}
+
 static int is_const_in(const Onnx__GraphProto *g, const char *name)
 {
 	return qg_init(g, name) != NULL;
 }
 
-/* does tensor t go into a LayerNorm: a LayerNormalization's input 0, or
- * the tensor a decomposed one normalizes (read by a node of its region) */
-static int feeds_norm(const Onnx__GraphProto *g, const char **pattern, const char *t)
-{
-	for (size_t i = 0; i < g->n_node; i++) {
-		const Onnx__NodeProto *n = g->node[i];
-		for (size_t k = 0; k < n->n_input; k++)
-			if (!strcmp(n->input[k], t) &&
-			    ((is_op(n, "LayerNormalization") && k == 0) || is_norm_region(pattern[i])))
-				return 1;
-	}
-	return 0;
-}
-
 /* does a node of the normalization region write tensor t */
-static int from_norm_region(const Onnx__GraphProto *g, const char **pattern, const char *t)
+static int from_norm_region(const Pg *p, const char *t)
 {
 	size_t at;
-	return producer_of(g, t, &at) && is_norm_region(pattern[at]);
+	return pg_prod(p, t, &at) && is_norm_region(p->pattern[at]);
 }
 
 /* the non-constant input of binary n whose other input is a constant */
@@ -350,54 +349,74 @@ static const char *with_const(const Onnx__GraphProto *g, const Onnx__NodeProto *
 	return NULL;
 }
 
-static int reads_softmax(const Onnx__GraphProto *g, const char *t)
+static int read_as(const Pg *p, const Onnx__NodeProto *n, int bit)
 {
-	for (size_t i = 0; i < g->n_node; i++)
-		if (is_op(g->node[i], "Softmax") && g->node[i]->n_input && !strcmp(g->node[i]->input[0], t))
-			return 1;
-	return 0;
+	StrMapEnt *e = n->n_output ? strmap_find(&p->read, n->output[0]) : NULL;
+	return e && (e->v.i & bit);
+}
+
+/* why the preset keeps node i float, or NULL; counts in rep */
+static const char *preset_why(const Pg *p, size_t i, QuantReport *rep)
+{
+	const Onnx__GraphProto *g = p->g;
+	const Onnx__NodeProto *n = g->node[i], *m;
+	const char *x;
+	if (is_op(n, "LayerNormalization")) {
+		rep->preset_ln++;
+		return "kept in float: a LayerNormalization (quantize.preset = transformer)";
+	}
+	if (is_op(n, "Softmax")) {
+		rep->preset_softmax++;
+		return "kept in float: the Softmax input, attention scores and mask (quantize.preset = transformer; "
+		       "its output is quantized over [0, 1])";
+	}
+	if ((is_op(n, "Add") || is_op(n, "Sub")) && read_as(p, n, READ_SOFTMAX)) {
+		rep->preset_mask++;
+		return "kept in float: it puts the attention mask on the scores a Softmax reads (quantize.preset = transformer)";
+	}
+	if (is_op(n, "Mul") && (x = with_const(g, n)) && from_norm_region(p, x)) {
+		rep->preset_ln++;
+		return "kept in float: the scale of a decomposed LayerNorm (quantize.preset = transformer)";
+	}
+	if (is_op(n, "Add") && (x = with_const(g, n)) && is_op(m = pg_prod(p, x, NULL), "Mul") && with_const(g, m) &&
+	    from_norm_region(p, with_const(g, m)))
+		return "kept in float: the shift of a decomposed LayerNorm (quantize.preset = transformer)";
+	if (is_op(n, "Add") && n->n_input == 2 && !is_const_in(g, n->input[0]) && !is_const_in(g, n->input[1]) &&
+	    read_as(p, n, READ_NORM)) {
+		rep->preset_residual++;
+		return "kept in float: a residual Add feeding a LayerNorm (quantize.preset = transformer)";
+	}
+	return NULL;
 }
 
 const char **qt_preset_float(const Onnx__GraphProto *g, const char **pattern, const QuantOpts *o, QuantReport *rep)
 {
-	size_t nsoft = 0, nln = 0, ndec = 0;
+	size_t nsoft = 0, nln = 0;
 	for (size_t i = 0; i < g->n_node; i++) {
 		nsoft += is_op(g->node[i], "Softmax");
-		nln += is_op(g->node[i], "LayerNormalization");
-		ndec += is_op(g->node[i], "ReduceMean") && is_norm_region(pattern[i]);
+		nln += is_op(g->node[i], "LayerNormalization") || (is_op(g->node[i], "ReduceMean") && is_norm_region(pattern[i]));
 	}
-	if (o->preset == QPRESET_NONE || !nsoft || !(nln || ndec))
+	if (o->preset == QPRESET_NONE || !nsoft || !nln)
 		return NULL;
 	rep->preset_graphs++;
-	const char **why = xcalloc(g->n_node + 1, sizeof *why);
+	Pg p = {.g = g, .pattern = pattern};
 	for (size_t i = 0; i < g->n_node; i++) {
 		const Onnx__NodeProto *n = g->node[i];
-		const char *x;
-		if (pattern[i])
-			continue;
-		if (is_op(n, "LayerNormalization")) {
-			why[i] = "kept in float: a LayerNormalization (quantize.preset = transformer)";
-			rep->preset_ln++;
-		} else if (is_op(n, "Softmax")) {
-			why[i] = "kept in float: the Softmax input, attention scores and mask (quantize.preset = transformer; "
-				 "its output is quantized over [0, 1])";
-			rep->preset_softmax++;
-		} else if ((is_op(n, "Add") || is_op(n, "Sub")) && n->n_output && reads_softmax(g, n->output[0])) {
-			why[i] = "kept in float: it puts the attention mask on the scores a Softmax reads "
-				 "(quantize.preset = transformer)";
-			rep->preset_mask++;
-		} else if (is_op(n, "Mul") && (x = with_const(g, n)) && from_norm_region(g, pattern, x)) {
-			why[i] = "kept in float: the scale of a decomposed LayerNorm (quantize.preset = transformer)";
-			rep->preset_ln++;
-		} else if (is_op(n, "Add") && (x = with_const(g, n)) && producer_of(g, x, NULL) &&
-			   is_op(producer_of(g, x, NULL), "Mul") && with_const(g, producer_of(g, x, NULL)) &&
-			   from_norm_region(g, pattern, with_const(g, producer_of(g, x, NULL)))) {
-			why[i] = "kept in float: the shift of a decomposed LayerNorm (quantize.preset = transformer)";
-		} else if (is_op(n, "Add") && n->n_input == 2 && !is_const_in(g, n->input[0]) &&
-			   !is_const_in(g, n->input[1]) && n->n_output && feeds_norm(g, pattern, n->output[0])) {
-			why[i] = "kept in float: a residual Add feeding a LayerNorm (quantize.preset = transformer)";
-			rep->preset_residual++;
+		for (size_t k = 0; k < n->n_output; k++)
+			if (*n->output[k])
+				strmap_add(&p.prod, n->output[k], NULL)->v.i = (int64_t)i + 1;
+		for (size_t k = 0; k < n->n_input; k++) {
+			int bit = (is_op(n, "Softmax") && k == 0 ? READ_SOFTMAX : 0) |
+				  ((is_op(n, "LayerNormalization") && k == 0) || is_norm_region(pattern[i]) ? READ_NORM : 0);
+			if (bit && *n->input[k])
+				strmap_add(&p.read, n->input[k], NULL)->v.i |= bit;
 		}
 	}
+	const char **why = xcalloc(g->n_node + 1, sizeof *why);
+	for (size_t i = 0; i < g->n_node; i++)
+		if (!pattern[i])
+			why[i] = preset_why(&p, i, rep);
+	strmap_free(&p.prod);
+	strmap_free(&p.read);
 	return why;
 }

@@ -222,7 +222,11 @@ static Act *act_get(Ctx *c, const char *name)
 		return NULL;
 	float lo = 0, hi = 0;
 	StrBuf note = {0};
-	int how = qt_act_range(&c->sent, c->g, c->stats, c->o, name, &lo, &hi, &note);
+	/* an outer value's sentinels were traced in the graph defining it */
+	Ctx *def = c;
+	while (def->parent && !qg_defines(def->g, name))
+		def = def->parent;
+	int how = qt_act_range(&def->sent, def->g, c->stats, c->o, name, &lo, &hi, &note);
 	c->acts = xreallocarray(c->acts, c->nacts + 1, sizeof *c->acts);
 	a = &c->acts[c->nacts++];
 	memset(a, 0, sizeof *a);

@@ -192,7 +192,11 @@ static int act_params(Ctx *c, const char *name, QParams *p)
 	if (ts) {
 		float lo = 0, hi = 0;
 		StrBuf note = {0};
-		int how = qt_act_range(&c->sent, c->g, c->stats, c->o, name, &lo, &hi, &note);
+		/* an outer value's sentinels were traced in the graph defining it */
+		Ctx *def = c;
+		while (def->parent && !qg_defines(def->g, name))
+			def = def->parent;
+		int how = qt_act_range(&def->sent, def->g, c->stats, c->o, name, &lo, &hi, &note);
 		if (how < 0) {
 			r.ok = 0;   /* sentinels and no range to tell: it stays float */
 			qc_report_float(c->rep, name, note.buf);

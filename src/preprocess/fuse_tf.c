@@ -103,7 +103,7 @@ static int mean_last(PrepCtx *c, const PgIndex *x, const Onnx__NodeProto *n, con
 {
 	if (!is(n, "ReduceMean") || !n->n_input || strcmp(n->input[0], in))
 		return 0;
-	int64_t keep = 1, axes[2], nax = 0;
+	int64_t keep = 1, axes[1] = {0}, nax = 0;
 	const Onnx__AttributeProto *a = node_attr(n, "keepdims");
 	if (a)
 		keep = a->i;

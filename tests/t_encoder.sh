@@ -16,6 +16,7 @@
 #   shrunk_by), the mask itself stays float, no scale in the model is
 #   above 1e3, and the cosine stays >= 0.99 (it was 0.92 mean, 0.40 worst
 #   before: every score rounded to one value);
+# - the quantized model and quant.json are the same bytes with -j1 and -j2;
 # - quantmake run (our interpreter) agrees with onnxruntime on the
 #   quantized model; onnxruntime's quantize_static on the same model and
 #   data scores lower;
@@ -150,6 +151,16 @@ print("PASS: preset none: no scale in the model above 1e3" if not big else "FAIL
 PY
 		grep -E '^(PASS|FAIL): ' "$TMPD/j.out"
 		grep -q '^Traceback' "$TMPD/j.out" && fail "quant.json checks" "$(grep -v '^\s' "$TMPD/j.out" | tail -2)"
+		# the same bytes with one job and a cache of its own
+		mkdir -p "$TMPD/j1"
+		cp "$P/build/e/e.onnx" "$P/build/e/quant.json" "$TMPD/j1/"
+		rm -rf "$P/build"
+		if QUANTMAKE_CACHE=$TMPD/cache-j1 "$Q" -C "$P" -j1 e > "$TMPD/j1.log" 2>&1 &&
+			cmp -s "$P/build/e/e.onnx" "$TMPD/j1/e.onnx" && cmp -s "$P/build/e/quant.json" "$TMPD/j1/quant.json"; then
+			pass "the quantized encoder and its quant.json are the same bytes with -j1 and -j2"
+		else
+			fail "same bytes with -j1 and -j2" "$(grep -v '^ ' "$TMPD/j1.log" | tail -2)"
+		fi
 		# our interpreter against onnxruntime on the quantized model
 		if "$Q" run "$P/build/e/e.onnx" -i "$P/test.npz" -o "$TMPD/ours.npz" > "$TMPD/run.log" 2>&1; then
 			r=$("$PY" "$TMPD/score.py" "$P/enc.onnx" "$P/build/e/e.onnx" "$P/test.npz" "$TMPD/ours.npz" 2>&1 | tail -1)

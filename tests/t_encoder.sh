@@ -27,7 +27,10 @@
 #   stay exactly as they are, each named once in the log; a build through
 #   preprocess keeps the cosine >= 0.99;
 # - quantize.preset = transformer on a model without the pattern changes
-#   nothing and says why; a bad preset value is a rule error at file:line.
+#   nothing and says why; a bad preset value is a rule error at file:line;
+# - quantize.transformer-float chooses what the preset keeps float (the
+#   residual Adds quantized: cosine still >= 0.99); an unknown word is
+#   named with file:line.
 . "$(dirname "$0")/lib/common.sh"
 mktmp
 Q=$QUANTMAKE
@@ -103,7 +106,15 @@ P=$TMPD/o14
 if mk "$P" --opset 14; then
 	rules "$P"
 	printf '\n[model q : n]\nquantize.format = qoperator\n' >> "$P/rules/m.rules"
+	printf '\n[model r : e]\nquantize.transformer-float = layernorm softmax\n' >> "$P/rules/m.rules"
 	if build "opset 14" "$P"; then
+		cos_check "opset 14, quantize.transformer-float = layernorm softmax (residual Adds quantized)" 0.99 "$P" r
+		"$PY" -c '
+import json, sys
+p = json.load(open(sys.argv[1]))["preset"]
+print("PASS: quantize.transformer-float: the residual Adds quantized, the LayerNorms and Softmax kept float"
+      if p["kept_float"] == {"layernorm": 7, "residual_add": 0, "softmax": 3, "mask_add": 3} else "FAIL: %s" % p)' \
+			"$P/build/r/quant.json" 2>&1 | grep -E '^(PASS|FAIL)' || fail "transformer-float quant.json" "unreadable"
 		cos_check "opset 14, finfo mask, qoperator, quantize.preset = none" 0.99 "$P" q
 		cos_check "opset 14, finfo mask, erf GELU, default preset" 0.99 "$P" e
 		cos_check "opset 14, finfo mask, quantize.preset = none (sentinel ranges)" 0.99 "$P" n
@@ -327,5 +338,9 @@ if "$Q" -C "$P" > "$TMPD/mlp.log" 2>&1 && grep -q 'quantize.preset = transformer
 else
 	fail "preset without the pattern" "$(grep -v '^ ' "$TMPD/mlp.log" | tail -2)"
 fi
+echo 'quantize.transformer-float = layernorm attention' >> "$P/rules/m.rules"
+expect_err "an unknown quantize.transformer-float word is named with file:line" 1 \
+	"m.rules:6: model 'mlp': quantize.transformer-float is not valid: 'attention' is not one of layernorm, residual, softmax" \
+	"$Q" -C "$P"
 sed -i 's/^quantize.preset = transformer/quantize.preset = bert/' "$P/rules/m.rules"
 expect_err "a bad quantize.preset value is a rule error at file:line" 2 'm.rules:5:.*quantize.preset' "$Q" -C "$P"

@@ -36,6 +36,10 @@ enum { QFMT_QDQ, QFMT_QOPERATOR };
 enum { QNAMES_ORT, QNAMES_COMPACT };
 /* QuantOpts.preset: what stays float on a transformer (transformer.c) */
 enum { QPRESET_AUTO, QPRESET_TRANSFORMER, QPRESET_NONE };
+enum { QPF_LAYERNORM = 1, QPF_RESIDUAL = 2, QPF_SOFTMAX = 4 };
+/* "layernorm residual softmax" (any of them, space or comma separated)
+ * into QPF_* bits; -1 with error() naming an unknown word */
+int qt_float_parts(const char *list, int *bits);
 /* QuantOpts.per_channel */
 enum { PC_OFF, PC_ON, PC_AUTO };
 
@@ -54,6 +58,7 @@ typedef struct QuantOpts {
 	int keep_io_types;       /* fp16: graph inputs and outputs stay float32 */
 	int names;               /* QNAMES_* (static QDQ) */
 	int preset;              /* QPRESET_* (static) */
+	int preset_float;        /* QPF_* bits: what the transformer preset keeps float */
 	int save_next;           /* the caller saves the model next and runs nothing on it
 				    (the quantize stage): fp16 may convert external weights
 				    while they are written (model_defer) */

@@ -355,34 +355,56 @@ static int read_as(const Pg *p, const Onnx__NodeProto *n, int bit)
 	return e && (e->v.i & bit);
 }
 
+int qt_float_parts(const char *list, int *bits)
+{
+	static const char *const word[] = {"layernorm", "residual", "softmax"};
+	PtrVec w = {0};
+	split_words(list, &w);
+	*bits = 0;
+	for (size_t i = 0; i < w.n; i++) {
+		int b = 0;
+		for (int k = 0; k < 3; k++)
+			if (!strcmp(w.v[i], word[k]))
+				b = 1 << k;
+		if (!b) {
+			error("'%s' is not one of layernorm, residual, softmax", (const char *)w.v[i]);
+			pv_free_all(&w);
+			return -1;
+		}
+		*bits |= b;
+	}
+	pv_free_all(&w);
+	return 0;
+}
+
 /* why the preset keeps node i float, or NULL; counts in rep */
-static const char *preset_why(const Pg *p, size_t i, QuantReport *rep)
+static const char *preset_why(const Pg *p, size_t i, QuantReport *rep, int parts)
 {
 	const Onnx__GraphProto *g = p->g;
 	const Onnx__NodeProto *n = g->node[i], *m;
 	const char *x;
-	if (is_op(n, "LayerNormalization")) {
+	if (is_op(n, "LayerNormalization") && (parts & QPF_LAYERNORM)) {
 		rep->preset_ln++;
 		return "kept in float: a LayerNormalization (quantize.preset = transformer)";
 	}
-	if (is_op(n, "Softmax")) {
+	if (is_op(n, "Softmax") && (parts & QPF_SOFTMAX)) {
 		rep->preset_softmax++;
 		return "kept in float: the Softmax input, attention scores and mask (quantize.preset = transformer; "
 		       "its output is quantized over [0, 1])";
 	}
-	if ((is_op(n, "Add") || is_op(n, "Sub")) && read_as(p, n, READ_SOFTMAX)) {
+	if ((is_op(n, "Add") || is_op(n, "Sub")) && read_as(p, n, READ_SOFTMAX) && (parts & QPF_SOFTMAX)) {
 		rep->preset_mask++;
 		return "kept in float: it puts the attention mask on the scores a Softmax reads (quantize.preset = transformer)";
 	}
-	if (is_op(n, "Mul") && (x = with_const(g, n)) && from_norm_region(p, x)) {
+	if ((parts & QPF_LAYERNORM) && is_op(n, "Mul") && (x = with_const(g, n)) && from_norm_region(p, x)) {
 		rep->preset_ln++;
 		return "kept in float: the scale of a decomposed LayerNorm (quantize.preset = transformer)";
 	}
-	if (is_op(n, "Add") && (x = with_const(g, n)) && is_op(m = pg_prod(p, x, NULL), "Mul") && with_const(g, m) &&
-	    from_norm_region(p, with_const(g, m)))
+	if ((parts & QPF_LAYERNORM) && is_op(n, "Add") && (x = with_const(g, n)) &&
+	    is_op(m = pg_prod(p, x, NULL), "Mul") && with_const(g, m) && from_norm_region(p, with_const(g, m)))
 		return "kept in float: the shift of a decomposed LayerNorm (quantize.preset = transformer)";
-	if (is_op(n, "Add") && n->n_input == 2 && !is_const_in(g, n->input[0]) && !is_const_in(g, n->input[1]) &&
-	    read_as(p, n, READ_NORM)) {
+	if ((parts & QPF_RESIDUAL) && is_op(n, "Add") && n->n_input == 2 && !is_const_in(g, n->input[0]) &&
+	    !is_const_in(g, n->input[1]) && read_as(p, n, READ_NORM)) {
 		rep->preset_residual++;
 		return "kept in float: a residual Add feeding a LayerNorm (quantize.preset = transformer)";
 	}
@@ -415,7 +437,7 @@ const char **qt_preset_float(const Onnx__GraphProto *g, const char **pattern, co
 	const char **why = xcalloc(g->n_node + 1, sizeof *why);
 	for (size_t i = 0; i < g->n_node; i++)
 		if (!pattern[i])
-			why[i] = preset_why(&p, i, rep);
+			why[i] = preset_why(&p, i, rep, o->preset_float);
 	strmap_free(&p.prod);
 	strmap_free(&p.read);
 	return why;

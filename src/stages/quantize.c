@@ -44,6 +44,8 @@ static const StageParam params[] = {
 	 "static qdq: names of the added tensors and nodes: onnxruntime's (W_quantized, T_DequantizeLinear_Output...) or compact (W, T_dq, numbered scales)"},
 	{"quantize.preset", PARAM_ENUM, "auto|transformer|none", "auto", 1,
 	 "static: transformer keeps LayerNorms, residual Adds and the Softmax input float; auto: when the graph has a Softmax and a LayerNorm"},
+	{"quantize.transformer-float", PARAM_LIST, NULL, "layernorm residual softmax", 1,
+	 "what quantize.preset = transformer keeps float: any of layernorm, residual, softmax"},
 	{NULL, 0, NULL, NULL, 0, NULL},
 };
 
@@ -107,7 +109,8 @@ int quant_opts_read(const Section *sec, const char *model, QuantOpts *o)
 		return refuse(sec, model, "quantize.format", "= qdq is not available for quantize = dynamic: use qoperator");
 	static const char *const static_only[] = {"quantize.calibration", "quantize.activations", "quantize.method",
 						  "quantize.percentile", "quantize.bins",
-						  "quantize.symmetric-activations", "quantize.preset", NULL};
+						  "quantize.symmetric-activations", "quantize.preset",
+						  "quantize.transformer-float", NULL};
 	static const char *const int_only[] = {"quantize.format", "quantize.weights", "quantize.per-channel",
 					       "quantize.reduce-range", NULL};
 	for (size_t i = 0; o->mode != QMODE_STATIC && static_only[i]; i++)
@@ -134,6 +137,12 @@ int quant_opts_read(const Section *sec, const char *model, QuantOpts *o)
 	o->names = !strcmp(stage_param_value(sec, "quantize.names"), "compact") ? QNAMES_COMPACT : QNAMES_ORT;
 	const char *pre = stage_param_value(sec, "quantize.preset");
 	o->preset = !strcmp(pre, "transformer") ? QPRESET_TRANSFORMER : !strcmp(pre, "none") ? QPRESET_NONE : QPRESET_AUTO;
+	if (qt_float_parts(stage_param_value(sec, "quantize.transformer-float"), &o->preset_float) < 0) {
+		char *why = xasprintf("is not valid: %s", errmsg());
+		refuse(sec, model, "quantize.transformer-float", why);
+		free(why);
+		return -1;
+	}
 	if ((o->mode != QMODE_STATIC || o->format != QFMT_QDQ) && sec_get(sec, "quantize.names"))
 		return refuse(sec, model, "quantize.names", "is only used by quantize = static with quantize.format = qdq");
 	if (o->method != CALIB_PERCENTILE && sec_get(sec, "quantize.percentile"))

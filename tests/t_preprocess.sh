@@ -507,7 +507,7 @@ E=$TMPD/e
 mkdir -p "$E/rules" && cp -r "$P/models" "$E/"
 printf '[model x]\nsource = models/dedup.onnx\npreprocess = fold, fodl\n' > "$E/rules/main.rules"
 expect_err "unknown pass names file:line and lists the passes" 2 \
-	"rules/main.rules:3: model 'x': preprocess: unknown pass 'fodl': expected default or a list of identity, shape, fold, fuse-bn, conv-affine, transpose, matmul-add, dedup, cse, dce" "$Q" -C "$E"
+	"rules/main.rules:3: model 'x': preprocess: unknown pass 'fodl': expected default or a list of identity, shape, fold, fuse-bn, conv-affine, transpose, matmul-add, layernorm, gelu, dedup, cse, dce" "$Q" -C "$E"
 printf '[model x]\nsource = models/dedup.onnx\npreprocess = dce, dce\n' > "$E/rules/main.rules"
 expect_err "a pass listed twice" 2 "rules/main.rules:3: .*pass 'dce' is listed twice" "$Q" -C "$E"
 printf '[model x]\nsource = models/dedup.onnx\npreprocess.fold-limit = 1M\n' > "$E/rules/main.rules"

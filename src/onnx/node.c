@@ -199,3 +199,15 @@ int64_t function_opset(const Onnx__ModelProto *m, const Onnx__FunctionProto *f, 
 			return f->opset_import[i]->version;
 	return model_opset(m, domain);
 }
+
+Onnx__AttributeProto *node_attr_add(Onnx__NodeProto *n, const char *name, int type)
+{
+	Onnx__AttributeProto *at = xmalloc(sizeof *at);
+	onnx__attribute_proto__init(at);
+	at->name = xstrdup(name);
+	at->has_type = 1;
+	at->type = type;
+	n->attribute = xreallocarray(n->attribute, n->n_attribute + 1, sizeof *n->attribute);
+	n->attribute[n->n_attribute++] = at;
+	return at;
+}

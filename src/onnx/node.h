@@ -15,6 +15,9 @@
 const char *node_label(const Onnx__NodeProto *n, char *buf, size_t size);
 /* the attribute called name, or NULL */
 const Onnx__AttributeProto *node_attr(const Onnx__NodeProto *n, const char *name);
+/* a new attribute of n called name, of type (ONNX__ATTRIBUTE_PROTO__
+ * ATTRIBUTE_TYPE__*), its value for the caller to set */
+Onnx__AttributeProto *node_attr_add(Onnx__NodeProto *n, const char *name, int type);
 int attr_int(const Onnx__NodeProto *n, const char *name, int64_t dflt, int64_t *out);
 int attr_float(const Onnx__NodeProto *n, const char *name, float dflt, float *out);
 /* string attribute copied into buf (truncated error if it does not fit) */

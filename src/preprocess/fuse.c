@@ -74,15 +74,9 @@ static void set_float_attr(Onnx__NodeProto *n, const char *name, float v)
 			n->attribute[a]->has_f = 1;
 			return;
 		}
-	Onnx__AttributeProto *at = xmalloc(sizeof *at);
-	onnx__attribute_proto__init(at);
-	at->name = xstrdup(name);
-	at->has_type = 1;
-	at->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+	Onnx__AttributeProto *at = node_attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
 	at->has_f = 1;
 	at->f = v;
-	n->attribute = xreallocarray(n->attribute, n->n_attribute + 1, sizeof *n->attribute);
-	n->attribute[n->n_attribute++] = at;
 }
 
 /* fold bn (node bi) into its producer (node pi), marking bn gone; 1

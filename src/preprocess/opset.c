@@ -80,15 +80,8 @@ static void attr_drop(Conv *c, Onnx__NodeProto *n, const char *name)
 static Onnx__AttributeProto *attr_new(Conv *c, Onnx__NodeProto *n, const char *name, int type)
 {
 	attr_drop(c, n, name);
-	Onnx__AttributeProto *at = xmalloc(sizeof *at);
-	onnx__attribute_proto__init(at);
-	at->name = xstrdup(name);
-	at->has_type = 1;
-	at->type = type;
-	n->attribute = xreallocarray(n->attribute, n->n_attribute + 1, sizeof *n->attribute);
-	n->attribute[n->n_attribute++] = at;
 	c->touched = 1;
-	return at;
+	return node_attr_add(n, name, type);
 }
 
 static void attr_set_int(Conv *c, Onnx__NodeProto *n, const char *name, int64_t v)

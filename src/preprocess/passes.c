@@ -17,6 +17,8 @@ static const struct {
 	[PREP_CONV_AFFINE] = {"conv-affine", prep_conv_affine},
 	[PREP_TRANSPOSE] = {"transpose", prep_transpose},
 	[PREP_MATMUL_ADD] = {"matmul-add", prep_matmul_add},
+	[PREP_LAYERNORM] = {"layernorm", prep_layernorm},
+	[PREP_GELU] = {"gelu", prep_gelu},
 	[PREP_DEDUP] = {"dedup", prep_dedup},
 	[PREP_CSE] = {"cse", prep_cse},
 	[PREP_DCE] = {"dce", prep_dce},
@@ -155,6 +157,7 @@ int prep_run(Model *m, const PrepOpts *o, PrepReport *r)
 	if (rc == 0)
 		rc = clean_value_info(&c, g);
 	strmap_free_keys(&c.names);
+	strmap_free_keys(&c.noted);
 	r->nodes_after = count_nodes(g);
 	r->inits_after = g->n_initializer;
 	return rc;

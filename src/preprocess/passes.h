@@ -14,7 +14,8 @@
  * folding through the operator kernels), fuse-bn (BatchNormalization into
  * Conv, ConvTranspose or Gemm), conv-affine (Mul/Add by per-channel constants into Conv),
  * transpose (consecutive Transposes, identity permutations), matmul-add
- * (MatMul + Add of a bias into Gemm), dedup (duplicate initializers), cse
+ * (MatMul + Add of a bias into Gemm), layernorm and gelu (decomposed
+ * LayerNorm and GELU into LayerNormalization and Gelu, fuse_tf.c), dedup (duplicate initializers), cse
  * (nodes computing the same thing), dce (dead nodes, unused initializers).
  * All
  * functions return 0 or -1 after error(). */
@@ -36,7 +37,7 @@
 
 enum {
 	PREP_IDENTITY, PREP_SHAPE, PREP_FOLD, PREP_FUSE_BN, PREP_CONV_AFFINE, PREP_TRANSPOSE,
-	PREP_MATMUL_ADD, PREP_DEDUP, PREP_CSE, PREP_DCE, PREP_NPASSES
+	PREP_MATMUL_ADD, PREP_LAYERNORM, PREP_GELU, PREP_DEDUP, PREP_CSE, PREP_DCE, PREP_NPASSES
 };
 
 typedef struct PrepStat {
@@ -86,6 +87,8 @@ typedef struct PrepCtx {
 	PtrVec scopes;        /* fold: a NameMap of constants (const_init in fold.c) per
 	                       * enclosing graph, outermost first, then the folded one */
 	struct DedupCache *dedup; /* dedup: hashes of mapped initializers, kept for the run */
+	StrMap noted;         /* layernorm, gelu: what the log said already (owned keys),
+	                       * so that a later round does not repeat it */
 } PrepCtx;
 
 int prep_identity(PrepCtx *c, Onnx__GraphProto *g);
@@ -95,6 +98,8 @@ int prep_fuse_bn(PrepCtx *c, Onnx__GraphProto *g);
 int prep_conv_affine(PrepCtx *c, Onnx__GraphProto *g);
 int prep_transpose(PrepCtx *c, Onnx__GraphProto *g);
 int prep_matmul_add(PrepCtx *c, Onnx__GraphProto *g);
+int prep_layernorm(PrepCtx *c, Onnx__GraphProto *g);
+int prep_gelu(PrepCtx *c, Onnx__GraphProto *g);
 int prep_dedup(PrepCtx *c, Onnx__GraphProto *g);
 int prep_cse(PrepCtx *c, Onnx__GraphProto *g);
 int prep_dce(PrepCtx *c, Onnx__GraphProto *g);

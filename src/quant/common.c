@@ -868,6 +868,28 @@ void qc_report_tensor(QuantReport *rep, const char *name, int dtype, int64_t n, 
 	sb_putc(sb, '}');
 }
 
+void qc_report_extra(QuantReport *rep, const char *members)
+{
+	StrBuf *sb = &rep->tensors;
+	if (!members || !*members || !sb->len || sb->buf[sb->len - 1] != '}')
+		return;
+	sb->len--; /* reopen the entry */
+	sb_puts(sb, ", ");
+	sb_puts(sb, members);
+	sb_putc(sb, '}');
+}
+
+void qc_report_float(QuantReport *rep, const char *name, const char *members)
+{
+	StrBuf *sb = &rep->tensors;
+	if (sb->len)
+		sb_puts(sb, ",\n    ");
+	sb_json_str(sb, name);
+	sb_puts(sb, ": {\"type\": \"float\", ");
+	sb_puts(sb, members);
+	sb_putc(sb, '}');
+}
+
 void qc_report_names(QuantReport *rep, const char *q, const char *s, const char *z, const char *dq)
 {
 	StrBuf *sb = &rep->tensors;

@@ -49,14 +49,9 @@ void qg_attr_move(Onnx__NodeProto *n, Onnx__AttributeProto *attr)
 
 void qg_attr_int(Onnx__NodeProto *n, const char *name, int64_t v)
 {
-	Onnx__AttributeProto *a = xmalloc(sizeof *a);
-	onnx__attribute_proto__init(a);
-	a->name = xstrdup(name);
-	a->has_type = 1;
-	a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+	Onnx__AttributeProto *a = node_attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
 	a->has_i = 1;
 	a->i = v;
-	qg_attr_move(n, a);
 }
 
 void qg_set_input(Onnx__NodeProto *n, size_t i, const char *name)

@@ -33,6 +33,37 @@ const char *qc_excluded_in(const Onnx__NodeProto *n, const char *scope, const Qu
 /* per node of g (freed by the caller): why it stays float as part of a
  * decomposed normalization or Gelu (patterns.c), or NULL */
 const char **quant_float_patterns(const Onnx__GraphProto *g);
+/* Sentinel ranges (transformer.c): every tensor of a graph whose
+ * calibrated range reaches sentinel values (mask constants, the float
+ * maximum), traced back to the values that carry information before the
+ * rewrite changes the graph's inputs */
+typedef struct QtRange {
+	char *name;
+	int how;           /* 1: lo, hi from the informative values; -1: none to tell, stays float */
+	float lo, hi;
+	char *note;        /* JSON members for quant.json */
+} QtRange;
+typedef struct QtRanges {
+	QtRange *e;
+	size_t n;
+	StrMap softmax;    /* Softmax outputs (owned keys): quantized over [0, 1] */
+} QtRanges;
+void qt_ranges_init(QtRanges *r, Model *m, const Onnx__GraphProto *g, const CalibStats *s, const QuantOpts *o);
+void qt_ranges_free(QtRanges *r);
+/* The range to quantize activation name of graph g over: 0 from
+ * calibration (qr_range), 1 from the values that carry information
+ * (r), 2 a Softmax output's [0, 1]; -1 when sentinels reach it and no
+ * such range can be told (it stays float). note gets the JSON members
+ * quant.json shows on the tensor for 1, 2 and -1. */
+int qt_act_range(const QtRanges *r, const Onnx__GraphProto *g, const CalibStats *s, const QuantOpts *o,
+		 const char *name, float *lo, float *hi, StrBuf *note);
+/* is name a float initializer holding a sentinel (magnitude 1e30 or
+ * more, an infinity): quantizing it would turn it into another value */
+int qt_sentinel_const(Model *m, const Onnx__GraphProto *g, const char *name);
+/* per node of g (freed by the caller; NULL: none): why quantize.preset =
+ * transformer keeps it float (LayerNorms, residual Adds, the Softmax and
+ * its mask Add), given quant_float_patterns' answer; counts go to rep */
+const char **qt_preset_float(const Onnx__GraphProto *g, const char **pattern, const QuantOpts *o, QuantReport *rep);
 /* is op in the NULL-terminated list? */
 int qc_in_list(const char *const *list, const char *op);
 
@@ -110,6 +141,11 @@ void qc_report_skipped(QuantReport *rep, const Onnx__GraphProto *g, const char *
 int qc_body_ran(const CalibStats *s, const Onnx__GraphProto *g);
 void qc_report_tensor(QuantReport *rep, const char *name, int dtype, int64_t n, const float *scales,
 		      const int32_t *zps, int axis);
+/* add JSON members (text: "key": value, ...) to the entry qc_report_tensor
+ * just wrote */
+void qc_report_extra(QuantReport *rep, const char *members);
+/* a tensor entry of an activation left float, with JSON members */
+void qc_report_float(QuantReport *rep, const char *name, const char *members);
 /* add to the entry qc_report_tensor just wrote the names the rewrite gave
  * its tensor: quantized, scale, zero point and dequantized (NULL: none) */
 void qc_report_names(QuantReport *rep, const char *q, const char *s, const char *z, const char *dq);

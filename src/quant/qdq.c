@@ -92,6 +92,7 @@ typedef struct Act {
 	char *qn, *dqn;    /* the names of its two nodes */
 	QParams p;
 	int done;          /* its Q/DQ nodes were placed */
+	int flt;           /* stays float (sentinels, no range to tell) */
 } Act;
 
 typedef struct Ctx Ctx;
@@ -124,6 +125,7 @@ struct Ctx {
 	PtrVec dqname;           /* weights with a DequantizeLinear here ... */
 	PtrVec dqout;            /* ... and its output (parallel) */
 	PtrVec bname, bdq;       /* the same for int32 biases made here */
+	QtRanges sent;           /* ranges past sentinels, traced before the rewrite */
 	QNames *names;           /* every name of the model (compact names) */
 	int *next_id;            /* the next number to try for compact names */
 };
@@ -214,16 +216,29 @@ static Act *act_get(Ctx *c, const char *name)
 	 * feeds in one graph (its QDQ transformers abort on implicit inputs) */
 	Act *a = act_find(c, name);
 	if (a)
-		return a;
+		return a->flt ? NULL : a;
 	const TensorStats *ts = calib_find(c->stats, name);
 	if (!ts)
 		return NULL;
-	float lo, hi;
-	qr_range(c->stats, ts, c->o, &lo, &hi);
+	float lo = 0, hi = 0;
+	StrBuf note = {0};
+	/* an outer value's sentinels were traced in the graph defining it */
+	Ctx *def = c;
+	while (def->parent && !qg_defines(def->g, name))
+		def = def->parent;
+	int how = qt_act_range(&def->sent, def->g, c->stats, c->o, name, &lo, &hi, &note);
 	c->acts = xreallocarray(c->acts, c->nacts + 1, sizeof *c->acts);
 	a = &c->acts[c->nacts++];
 	memset(a, 0, sizeof *a);
 	a->name = xstrdup(name);
+	if (how < 0) {
+		/* sentinels and no range to tell: its readers take it in float */
+		a->flt = a->done = 1;
+		qc_report_float(c->rep, name, note.buf);
+		sb_release(&note);
+		return NULL;
+	}
+	c->rep->nsentinel += how == 1;
 	/* new names start with name, or scope/name for an outer value */
 	char *base = !c->scope || qg_defines(c->g, name) ? xstrdup(name) : xasprintf("%s/%s", c->scope, name);
 	if (compact(c)) {
@@ -246,6 +261,8 @@ static Act *act_get(Ctx *c, const char *name)
 	a->p = qparams_compute(lo, hi, c->o->act_type, c->o->act_symmetric, 0);
 	qc_report_tensor(c->rep, name, a->p.dtype, 1, &a->p.scale, &a->p.zero_point, -1);
 	qc_report_names(c->rep, a->q, a->s, a->z, a->dq);
+	qc_report_extra(c->rep, note.buf);
+	sb_release(&note);
 	return a;
 }
 
@@ -501,7 +518,7 @@ static int quant_node(Ctx *c, Onnx__NodeProto *n)
 		if (i == 1 && !strcmp(op, "MatMul") && is_float_init(c, name))
 			continue; /* the weight, below */
 		if (init_of(c, name)) {
-			if (is_float_init(c, name)) {
+			if (is_float_init(c, name) && !qt_sentinel_const(c->m, init_scope(c, name)->g, name)) {
 				if (quant_const_input(c, n, i) < 0)
 					return -1;
 				any = 1;
@@ -768,6 +785,7 @@ static void ctx_free(Ctx *c)
 	pv_free(&c->biases);
 	free(c->wq);
 	free(c->mm);
+	qt_ranges_free(&c->sent);
 }
 
 /* note why node n of c's scope stayed float, for "nothing to quantize"
@@ -834,7 +852,9 @@ static int quant_graph(Ctx *c)
 	char lab[256];
 	int r = 0;
 	/* step 1 */
+	qt_ranges_init(&c->sent, c->m, g, c->stats, o);
 	const char **pattern = quant_float_patterns(g);
+	const char **preset = qt_preset_float(g, pattern, o, c->rep);
 	for (size_t i = 0; i < norig; i++) {
 		Onnx__NodeProto *n = orig[i];
 		const char *ex = qc_excluded_in(n, c->scope, o);
@@ -847,6 +867,9 @@ static int quant_graph(Ctx *c)
 		} else if (pattern[i]) {
 			status[i] = "skipped";
 			why[i] = xstrdup(pattern[i]);
+		} else if (preset && preset[i]) {
+			status[i] = "skipped";
+			why[i] = xstrdup(preset[i]);
 		} else if (mover_feeds_subgraph(g, n)) {
 			status[i] = "skipped";
 			why[i] = xasprintf("kept in float: its output is read inside a subgraph, where onnxruntime cannot move Q/DQ past a %s",
@@ -856,6 +879,7 @@ static int quant_graph(Ctx *c)
 		}
 	}
 	free(pattern);
+	free(preset);
 	prune_movers(orig, norig, status, why, &qn);
 	/* step 2 */
 	for (size_t i = 0; i < norig; i++) {

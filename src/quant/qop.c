@@ -105,11 +105,13 @@ typedef struct Ctx {
 				     layout of Gemm, +2 more when B was transposed */
 	struct Range {            /* activation parameters chosen so far (entropy is slow) */
 		char *name;
+		char *note;           /* quant.json members on where the range came from, or NULL */
 		int ok;
 		QParams p;
 	} *ranges;
 	size_t nranges;
 	PtrVec replaced;          /* float initializers that may have lost their readers */
+	QtRanges sent;            /* ranges past sentinels, traced before the rewrite */
 } Ctx;
 
 /* the scope (c or an enclosing one) whose initializer a read of name in c
@@ -170,6 +172,9 @@ static QVal *val_add(Ctx *c, const char *name, QParams p, int has_float, const c
 		free(bz);
 	}
 	qc_report_tensor(c->rep, base, p.dtype, 1, &p.scale, &p.zero_point, -1);
+	for (size_t i = 0; i < c->nranges; i++)
+		if (c->ranges[i].note && !strcmp(c->ranges[i].name, name))
+			qc_report_extra(c->rep, c->ranges[i].note);
 	free(sn);
 	return v;
 }
@@ -185,9 +190,22 @@ static int act_params(Ctx *c, const char *name, QParams *p)
 	const TensorStats *ts = qg_init(c->g, name) ? NULL : calib_find(c->stats, name);
 	struct Range r = {.name = xstrdup(name), .ok = ts != NULL};
 	if (ts) {
-		float lo, hi;
-		qr_range(c->stats, ts, c->o, &lo, &hi);
+		float lo = 0, hi = 0;
+		StrBuf note = {0};
+		/* an outer value's sentinels were traced in the graph defining it */
+		Ctx *def = c;
+		while (def->parent && !qg_defines(def->g, name))
+			def = def->parent;
+		int how = qt_act_range(&def->sent, def->g, c->stats, c->o, name, &lo, &hi, &note);
+		if (how < 0) {
+			r.ok = 0;   /* sentinels and no range to tell: it stays float */
+			qc_report_float(c->rep, name, note.buf);
+		}
+		c->rep->nsentinel += how == 1;
 		r.p = qparams_compute(lo, hi, c->o->act_type, c->o->act_symmetric, 0);
+		if (how > 0)
+			r.note = sb_detach(&note);
+		sb_release(&note);
 	}
 	c->ranges = xreallocarray(c->ranges, c->nranges + 1, sizeof *c->ranges);
 	c->ranges[c->nranges++] = r;
@@ -814,6 +832,7 @@ static void keep_float(Ctx *c, Onnx__NodeProto *n)
 
 static void ctx_free(Ctx *c)
 {
+	qt_ranges_free(&c->sent);
 	for (size_t i = 0; i < c->nvals; i++) {
 		free(c->vals[i]->name);
 		free(c->vals[i]->q);
@@ -832,8 +851,10 @@ static void ctx_free(Ctx *c)
 	for (size_t i = 0; i < c->replaced.n; i++)
 		free(c->replaced.v[i]);
 	pv_free(&c->replaced);
-	for (size_t i = 0; i < c->nranges; i++)
+	for (size_t i = 0; i < c->nranges; i++) {
 		free(c->ranges[i].name);
+		free(c->ranges[i].note);
+	}
 	free(c->ranges);
 	for (size_t i = 0; i < c->nout; i++)
 		onnx__node_proto__free_unpacked(c->out[i], NULL);
@@ -911,7 +932,9 @@ static int qop_graph(Ctx *c)
 	c->status = xcalloc(c->norig ? c->norig : 1, sizeof *c->status);
 	c->kept = xcalloc(c->norig ? c->norig : 1, sizeof *c->kept);
 	char **why = xcalloc(c->norig ? c->norig : 1, sizeof *why);
+	qt_ranges_init(&c->sent, c->m, g, c->stats, o);
 	const char **pattern = quant_float_patterns(g);
+	const char **preset = qt_preset_float(g, pattern, o, c->rep);
 	char lab[256];
 	int r = 0;
 	for (size_t i = 0; r == 0 && i < c->norig; i++) {
@@ -925,6 +948,8 @@ static int qop_graph(Ctx *c)
 			why[i] = xstrdup(ex);
 		else if (pattern[i])
 			why[i] = xstrdup(pattern[i]);
+		else if (preset && preset[i])
+			why[i] = xstrdup(preset[i]);
 		else if ((r = step(c, n, &w)) < 0)
 			r = error_prefix("node '%s%s%s'", c->scope ? c->scope : "", c->scope ? "/" : "",
 					 node_label(n, lab, sizeof lab));
@@ -941,6 +966,7 @@ static int qop_graph(Ctx *c)
 		}
 	}
 	free(pattern);
+	free(preset);
 	for (size_t i = 0; r == 0 && i < g->n_output; i++)
 		need_float(c, g->output[i]->name);
 	if (r == 0 && !c->scope && *c->nq == 0)

@@ -41,6 +41,12 @@ enum { WO_RTN, WO_HQQ };
  * (a weight's DequantizeLinear output takes the weight's own name, an
  * activation's T_dq; scales, zero points and the Q/DQ links are numbered) */
 enum { QNAMES_ORT, QNAMES_COMPACT };
+/* QuantOpts.preset: what stays float on a transformer (transformer.c) */
+enum { QPRESET_AUTO, QPRESET_TRANSFORMER, QPRESET_NONE };
+enum { QPF_LAYERNORM = 1, QPF_RESIDUAL = 2, QPF_SOFTMAX = 4 };
+/* "layernorm residual softmax" (any of them, space or comma separated)
+ * into QPF_* bits; -1 with error() naming an unknown word */
+int qt_float_parts(const char *list, int *bits);
 /* QuantOpts.per_channel */
 enum { PC_OFF, PC_ON, PC_AUTO };
 
@@ -58,6 +64,8 @@ typedef struct QuantOpts {
 	int target_gpu;          /* quantize.target = gpu */
 	int keep_io_types;       /* fp16: graph inputs and outputs stay float32 */
 	int names;               /* QNAMES_* (static QDQ) */
+	int preset;              /* QPRESET_* (static) */
+	int preset_float;        /* QPF_* bits: what the transformer preset keeps float */
 	int save_next;           /* the caller saves the model next and runs nothing on it
 				    (the quantize stage): fp16 may convert external weights
 				    while they are written (model_defer) */
@@ -79,6 +87,9 @@ typedef struct QuantReport {
 	StrBuf auto_pc;          /* per-channel = auto: JSON objects, one per weight decided */
 	size_t nauto_pc;         /* weights auto made per channel */
 	StrMap auto_seen;        /* weight name -> 1 + its decision */
+	size_t preset_graphs;    /* graphs the transformer preset applied to, and what it kept float: */
+	size_t preset_ln, preset_residual, preset_softmax, preset_mask;
+	size_t nsentinel;        /* activations whose range was taken past sentinels */
 } QuantReport;
 
 /* op types the static QDQ rewrite quantizes ("Conv Gemm ...") */

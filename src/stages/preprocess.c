@@ -16,7 +16,7 @@
 static const StageParam params[] = {
 	{"preprocess", PARAM_TEXT, NULL, NULL, 1,
 	 "default, or passes separated by commas: identity, shape, fold, fuse-bn, conv-affine, transpose, "
-	 "matmul-add, dedup, cse, dce"},
+	 "matmul-add, layernorm, gelu, dedup, cse, dce"},
 	{"preprocess.fold-limit", PARAM_TEXT, NULL, "16M", 1,
 	 "largest output (bytes, K/M/G suffixes) constant folding may materialize"},
 	{"preprocess.opset", PARAM_INT, NULL, NULL, 1,
@@ -157,7 +157,7 @@ static int run(StageCtx *c)
 
 const Stage stage_preprocess = {
 	.name = "preprocess",
-	.version = 2,
+	.version = 3,   /* 3: layernorm and gelu passes */
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = declared_inputs,

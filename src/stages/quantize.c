@@ -59,6 +59,10 @@ static const StageParam params[] = {
 	 "fp16: graph inputs and outputs stay float32 (Casts at the boundary)"},
 	{"quantize.names", PARAM_ENUM, "onnxruntime|compact", "onnxruntime", 1,
 	 "static qdq: names of the added tensors and nodes: onnxruntime's (W_quantized, T_DequantizeLinear_Output...) or compact (W, T_dq, numbered scales)"},
+	{"quantize.preset", PARAM_ENUM, "auto|transformer|none", "auto", 1,
+	 "static: transformer keeps LayerNorms, residual Adds and the Softmax input float; auto: when the graph has a Softmax and a LayerNorm"},
+	{"quantize.transformer-float", PARAM_LIST, NULL, "layernorm residual softmax", 1,
+	 "what quantize.preset = transformer keeps float: any of layernorm, residual, softmax"},
 	{NULL, 0, NULL, NULL, 0, NULL},
 };
 
@@ -233,7 +237,8 @@ int quant_opts_read(const Section *sec, const char *model, QuantOpts *o)
 	}
 	static const char *const static_only[] = {"quantize.calibration", "quantize.activations", "quantize.method",
 						  "quantize.percentile", "quantize.bins",
-						  "quantize.symmetric-activations", NULL};
+						  "quantize.symmetric-activations", "quantize.preset",
+						  "quantize.transformer-float", NULL};
 	static const char *const int_only[] = {"quantize.format", "quantize.weights", "quantize.per-channel",
 					       "quantize.reduce-range", NULL};
 	for (size_t i = 0; o->mode != QMODE_STATIC && static_only[i]; i++)
@@ -258,6 +263,14 @@ int quant_opts_read(const Section *sec, const char *model, QuantOpts *o)
 	o->target_gpu = !strcmp(stage_param_value(sec, "quantize.target"), "gpu");
 	o->keep_io_types = is_true(stage_param_value(sec, "quantize.keep-io-types"));
 	o->names = !strcmp(stage_param_value(sec, "quantize.names"), "compact") ? QNAMES_COMPACT : QNAMES_ORT;
+	const char *pre = stage_param_value(sec, "quantize.preset");
+	o->preset = !strcmp(pre, "transformer") ? QPRESET_TRANSFORMER : !strcmp(pre, "none") ? QPRESET_NONE : QPRESET_AUTO;
+	if (qt_float_parts(stage_param_value(sec, "quantize.transformer-float"), &o->preset_float) < 0) {
+		char *why = xasprintf("is not valid: %s", errmsg());
+		refuse(sec, model, "quantize.transformer-float", why);
+		free(why);
+		return -1;
+	}
 	if ((o->mode != QMODE_STATIC || o->format != QFMT_QDQ) && sec_get(sec, "quantize.names"))
 		return refuse(sec, model, "quantize.names", "is only used by quantize = static with quantize.format = qdq");
 	if (o->method != CALIB_PERCENTILE && sec_get(sec, "quantize.percentile"))
@@ -362,6 +375,16 @@ void quant_json(StrBuf *sb, const char *model, const QuantOpts *o, const CalibSt
 			sb_printf(sb, ",\n  \"calibration_samples\": %llu", (unsigned long long)stats->nsamples);
 		if (o->format == QFMT_QDQ)
 			sb_printf(sb, ",\n  \"names\": \"%s\"", o->names == QNAMES_COMPACT ? "compact" : "onnxruntime");
+		static const char *const presets[] = {"auto", "transformer", "none"};
+		sb_printf(sb, ",\n  \"preset\": {\"asked\": \"%s\", \"applied\": %s", presets[o->preset],
+			  rep->preset_graphs ? "true" : "false");
+		if (rep->preset_graphs)
+			sb_printf(sb, ", \"kept_float\": {\"layernorm\": %zu, \"residual_add\": %zu, \"softmax\": %zu, "
+				  "\"mask_add\": %zu}", rep->preset_ln, rep->preset_residual, rep->preset_softmax,
+				  rep->preset_mask);
+		else if (o->preset != QPRESET_NONE)
+			sb_puts(sb, ", \"why\": \"no graph holds a Softmax and a LayerNorm (fused or decomposed)\"");
+		sb_printf(sb, "},\n  \"sentinel_ranges\": %zu", rep->nsentinel);
 	}
 	if (o->mode != QMODE_FP16 && o->mode != QMODE_WEIGHT_ONLY)
 		sb_printf(sb, ",\n  \"per_channel\": %s,\n  \"reduce_range\": %s",
@@ -451,6 +474,13 @@ static int run(StageCtx *c)
 		sb_release(&sb);
 		fprintf(c->log, "quantize: %s: %s, %zu nodes quantized, %zu folded, %zu skipped, %lld -> %lld bytes",
 			c->model, sec_get(c->sec, "quantize"), rep.nquantized, rep.nfolded, rep.nskipped, before, after);
+		if (o.mode == QMODE_STATIC && rep.preset_graphs)
+			fprintf(c->log, ", transformer preset (%zu LayerNorms, %zu residual Adds, %zu Softmax inputs float)",
+				rep.preset_ln, rep.preset_residual, rep.preset_softmax);
+		else if (o.mode == QMODE_STATIC && o.preset == QPRESET_TRANSFORMER)
+			fprintf(c->log, ", quantize.preset = transformer changed nothing: no Softmax and LayerNorm in the graph");
+		if (rep.nsentinel)
+			fprintf(c->log, ", %zu range%s taken past sentinel values", rep.nsentinel, rep.nsentinel > 1 ? "s" : "");
 		if (rep.nauto_pc)
 			fprintf(c->log, ", %zu weight%s per channel (auto)", rep.nauto_pc, rep.nauto_pc > 1 ? "s" : "");
 		fputc('\n', c->log);
@@ -471,10 +501,11 @@ static int run(StageCtx *c)
 
 const Stage stage_quantize = {
 	.name = "quantize",
-	.version = 9,   /* 3: com.microsoft QLinear operators; 4: Constant weights hoisted; 5: DynamicQuantizeLSTM; 6: functions expanded;
+	.version = 10,  /* 3: com.microsoft QLinear operators; 4: Constant weights hoisted; 5: DynamicQuantizeLSTM; 6: functions expanded;
 			   7: decomposed normalizations and Gelus kept float; 8: quantize.names, stale value_info dropped,
 			   tensor names in quant.json; 9: data movement quantized only in a quantized chain,
-			   quantize.per-channel = auto */
+			   quantize.per-channel = auto; 10: sentinel ranges, Softmax outputs over [0, 1],
+			   quantize.preset */
 	.params = params,
 	.wanted = wanted,
 	.declared_inputs = NULL,

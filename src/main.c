@@ -38,7 +38,8 @@ static const struct {
 	const char *help;
 } commands[] = {
 	{"hash", cmd_hash, "hash FILE...             print XXH3-128 digests (as xxhsum -H2)"},
-	{"clean", cmd_clean, "clean [--cache]          remove the build directory (and the cache)"},
+	{"clean", cmd_clean, "clean [--cache [--force]]   remove the build directory (and the cache; --force\n"
+			     "                           for a cache outside the project, which others may share)"},
 	{"gc", cmd_gc, "gc --max-size SIZE [--grace DURATION]\n"
 		       "                           evict least recently used cache entries (not those used\n"
 		       "                           within DURATION, default 10m, nor those being built)"},
@@ -347,16 +348,42 @@ static void remote_opts(Project *p, BuildOpts *o)
 	o->remote = &ro;
 }
 
+/* is dir (existing) outside the project at the current directory: a
+ * cache other clones or branches may share */
+static int outside_project(const char *dir)
+{
+	char *d = realpath(dir, NULL), *root = realpath(".", NULL);
+	size_t n = root ? strlen(root) : 0;
+	int out = d && root && !(strncmp(d, root, n) == 0 && (d[n] == '/' || d[n] == 0));
+	free(d);
+	free(root);
+	return out;
+}
+
 static int cmd_clean(int argc, char **argv)
 {
-	int cache = argc > 1 && !strcmp(argv[1], "--cache");
-	if (argc > 2 || (argc == 2 && !cache)) {
-		fprintf(stderr, "usage: quantmake clean [--cache]\n");
-		return 2;
+	int cache = 0, force = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--cache")) {
+			cache = 1;
+		} else if (!strcmp(argv[i], "--force")) {
+			force = 1;
+		} else {
+			fprintf(stderr, "usage: quantmake clean [--cache [--force]]\n");
+			return 2;
+		}
 	}
 	Project *p = load_project();
 	BuildOpts o;
 	dirs(p, &o);
+	if (cache && !force && access(o.cache_dir, F_OK) == 0 && outside_project(o.cache_dir)) {
+		fprintf(stderr,
+			"%s: the cache '%s' lies outside this project, so other clones or branches may share it: "
+			"give --force to remove it anyway, or use gc --max-size to trim it\n",
+			argv0, o.cache_dir);
+		project_free(p);
+		return 1;
+	}
 	int r = rmtree(o.build_dir);
 	if (r == 0)
 		printf("removed %s/\n", o.build_dir);

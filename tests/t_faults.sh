@@ -206,3 +206,14 @@ QUANTMAKE_CACHE=$TMPD/newcache within 120 "$Q" -C "$P2" all > "$TMPD/n1" 2>&1
 [ "$(ran "$TMPD/n1")" -ge 1 ] && [ -n "$(find "$TMPD/newcache/objects" -type f)" ] &&
 	pass "a build pointed at a new, empty cache fills it (the build log does not answer for it)" ||
 	fail "a build pointed at a new cache fills it" "$(tail -3 "$TMPD/n1")"
+
+# ---- clean --cache does not remove a shared cache without --force ----
+"$Q" -C "$P2" clean --cache > /dev/null 2>&1
+[ ! -d "$P2/cache" ] && pass "clean --cache removes the project's own cache" || fail "clean --cache removes the project's own cache"
+QUANTMAKE_CACHE=$TMPD/newcache "$Q" -C "$P2" clean --cache > "$TMPD/cl1" 2>&1
+st=$?
+[ $st -eq 1 ] && [ -d "$TMPD/newcache/objects" ] && grep -q "lies outside this project.*give --force" "$TMPD/cl1" &&
+	pass "clean --cache of a cache outside the project: refused, exit 1, says --force" ||
+	fail "clean --cache of a cache outside the project is refused" "exit $st: $(cat "$TMPD/cl1")"
+QUANTMAKE_CACHE=$TMPD/newcache "$Q" -C "$P2" clean --cache --force > /dev/null 2>&1 && [ ! -e "$TMPD/newcache" ] &&
+	pass "clean --cache --force removes it" || fail "clean --cache --force removes it"

@@ -234,7 +234,9 @@ newproj "$I"
 printf '[model slow]\nexport = echo $$ > export.pid; sleep 30; cp models/relu.onnx "$out"\n' > "$I/rules/main.rules"
 "$Q" -C "$I" > "$TMPD/ilog" 2>&1 &
 qpid=$!
-sleep 1
+# the export runs once its pid is written (a loaded machine and ASan may
+# take a while; up to 30 s)
+n=0; while [ $n -lt 300 ] && [ ! -s "$I/export.pid" ]; do sleep 0.1; n=$((n + 1)); done
 kill -INT $qpid
 wait $qpid
 st=$?

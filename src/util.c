@@ -295,6 +295,19 @@ int path_outside(const char *p)
 	       (strlen(p) >= 3 && !strcmp(p + strlen(p) - 3, "/.."));
 }
 
+int path_resolves_inside(const char *dir, const char *path)
+{
+	char *rd = realpath(dir, NULL), *rp = realpath(path, NULL);
+	int in = 0;
+	if (rd && rp) {
+		size_t n = strlen(rd);
+		in = !strncmp(rd, rp, n) && (rp[n] == '/' || rp[n] == 0 || (n == 1 && rd[0] == '/'));
+	}
+	free(rd);
+	free(rp);
+	return in;
+}
+
 char *path_join(const char *a, const char *b)
 {
 	if (!a || !*a || b[0] == '/')

@@ -155,10 +155,13 @@ static int fold_node(PrepCtx *c, Onnx__GraphProto *g, size_t idx)
 	if (r == 1) {
 		RunCtx rc = {
 			.node = n, .opset = model_opset(c->m->proto, ""), .nin = nin, .nout = nout,
-			.in = pin, .out = pout, .interp = NULL, .threads = 1,
+			.in = pin, .out = pout, .interp = NULL, .threads = 1, .out_limit = limit,
 		};
-		if (d->run(&rc) < 0)
+		if (d->run(&rc) < 0) {
 			r = 0;
+			if (strstr(errmsg(), "over the constant folding limit"))
+				why = "over";
+		}
 		for (size_t k = 0; k < nout && r == 1; k++)
 			if (*n->output[k] && out[k].nbytes > limit) {
 				r = 0;

@@ -283,7 +283,7 @@ static int static_dims(const ShapeIdx *x, const char *name, int64_t *dims)
 	const Onnx__ValueInfoProto *v = strmap_get(&x->vi, name);
 	if (!v)
 		return -1;
-	if (!v->type || !v->type->tensor_type || !v->type->tensor_type->shape ||
+	if (!v->type || v->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !v->type->tensor_type->shape ||
 	    v->type->tensor_type->shape->n_dim > QM_MAX_RANK)
 		return -1;
 	const Onnx__TensorShapeProto *s = v->type->tensor_type->shape;

@@ -483,7 +483,8 @@ static void stats_scale(const CalibStats *s, TensorStats *ts, uint64_t w)
 /* "[batch,64]" from a graph input's declared shape */
 static void input_shape_str(const Onnx__ValueInfoProto *vi, StrBuf *sb)
 {
-	const Onnx__TypeProto__Tensor *tt = vi->type ? vi->type->tensor_type : NULL;
+	const Onnx__TypeProto__Tensor *tt =
+		vi->type && vi->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? vi->type->tensor_type : NULL;
 	if (!tt || !tt->shape) {
 		sb_puts(sb, "[any shape]");
 		return;

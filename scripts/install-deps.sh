@@ -9,12 +9,15 @@
 # models, the Fashion-MNIST images they are trained and scored on, and
 # espeak-ng to speak the sentences silero-vad is calibrated and scored on.
 # gdb is for the tests: t_matmul_sparse checks under it which kernel ran.
+# clang and its libFuzzer runtime build the fuzz targets (make fuzz,
+# tests/t_fuzz.sh).
 set -e
 PKGS="build-essential pkg-config make
 libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
 libxxhash-dev xxhash libarchive-dev libminizip-dev zlib1g-dev libgit2-dev libinih-dev nettle-dev
 libopenblas-dev libjansson-dev
-python3 python3-venv git ninja-build zstd gdb"
+python3 python3-venv git ninja-build zstd gdb
+clang libclang-rt-14-dev"
 BENCH_PKGS="python3-torch dataset-fashion-mnist espeak-ng"
 case "$1" in
 "") ;;

@@ -27,4 +27,16 @@ static inline int fuzz_file(const uint8_t *data, size_t size, char *path, size_t
 	return fd;
 }
 
+/* calls fn with the path of a file holding data (nothing when no
+ * in-memory file can be made) */
+static inline void fuzz_on_file(const uint8_t *data, size_t size, void (*fn)(const char *path))
+{
+	char path[64];
+	int fd = fuzz_file(data, size, path, sizeof path);
+	if (fd < 0)
+		return;
+	fn(path);
+	close(fd);
+}
+
 #endif

@@ -4,16 +4,16 @@
 #include "commands.h"
 #include "fuzz.h"
 
+static void one(const char *path)
+{
+	char *argv[] = {"verify-release", (char *)path, NULL};
+	cmd_verify_release(2, argv);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char path[64];
-	int fd = fuzz_file(data, size, path, sizeof path);
-	if (fd < 0)
-		return 0;
-	char *argv[] = {"verify-release", path, NULL};
-	cmd_verify_release(2, argv);
-	close(fd);
+	fuzz_on_file(data, size, one);
 	return 0;
 }

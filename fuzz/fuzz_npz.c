@@ -3,17 +3,17 @@
 #include "exec/dataio.h"
 #include "fuzz.h"
 
+static void one(const char *path)
+{
+	TensorList l;
+	if (npz_read(path, &l) == 0)
+		tl_free(&l);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char path[64];
-	int fd = fuzz_file(data, size, path, sizeof path);
-	if (fd < 0)
-		return 0;
-	TensorList l;
-	if (npz_read(path, &l) == 0)
-		tl_free(&l);
-	close(fd);
+	fuzz_on_file(data, size, one);
 	return 0;
 }

@@ -3,17 +3,17 @@
 #include "fuzz.h"
 #include "rules/rules.h"
 
+static void one(const char *path)
+{
+	Project *p;
+	if (rules_load("/nonexistent-fuzz-root", path, &p) == 0)
+		project_free(p);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char path[64];
-	int fd = fuzz_file(data, size, path, sizeof path);
-	if (fd < 0)
-		return 0;
-	Project *p;
-	if (rules_load("/nonexistent-fuzz-root", path, &p) == 0)
-		project_free(p);
-	close(fd);
+	fuzz_on_file(data, size, one);
 	return 0;
 }

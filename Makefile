@@ -24,6 +24,11 @@ OPT      ?= -O2 -g
 endif
 
 WARN     = -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla -Wformat=2
+# clang (make CC=clang, the fuzz targets) ignores GCC's optimize and ivdep
+# pragmas: hints, not semantics
+ifneq ($(findstring clang,$(shell $(CC) --version 2>/dev/null | head -1)),)
+WARN    += -Wno-unknown-pragmas
+endif
 CFLAGS  ?=
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) -pthread \
              -Isrc -I$(OBJ)/gen $(PKG_CFLAGS) $(CFLAGS)
@@ -33,7 +38,7 @@ SRCS := $(sort $(shell find src -name '*.c'))
 OBJS := $(SRCS:%.c=$(OBJ)/%.o) $(OBJ)/gen/onnx.pb-c.o $(OBJ)/gen/reapi.pb-c.o $(OBJ)/gen/op_registry.o $(OBJ)/gen/opset_table.o
 BIN  := $(OBJ)/quantmake
 
-.PHONY: all clean check deps install bench example
+.PHONY: all clean check deps install bench example fuzz fuzz-build
 all: quantmake
 
 quantmake: $(BIN)
@@ -90,6 +95,27 @@ $(OBJ)/src/lazylib.o: ALL_CFLAGS += -DGIT2_SONAME='"$(call soname,libgit2,libgit
 $(OBJ)/src/hash_avx2.o: ALL_CFLAGS += -mavx2
 
 -include $(OBJS:.o=.d)
+
+# libFuzzer targets (fuzz/, clang): `make fuzz-build` builds them into
+# obj/fuzz with ASan and UBSan; `make fuzz` also runs each for FUZZ_SECONDS
+# on a corpus seeded from ONNX's test data (obj/fuzz/corpus/NAME), and
+# keeps what crashes in obj/fuzz/crash-NAME-*. See fuzz/README.md.
+FUZZ_TARGETS = model rules npy npz pb archive
+FUZZ_SECONDS ?= 60
+# FUZZ_OPT=-O0 builds them in a few minutes (tests/t_fuzz.sh: a check that
+# they build and run); long runs want the default
+FUZZ_OPT ?= -O1 -g
+FUZZ_SAN = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+fuzz-build:
+	$(MAKE) CC=clang OBJ=obj/fuzz SANFLAGS='$(FUZZ_SAN)' OPT='$(FUZZ_OPT)' \
+		$(FUZZ_TARGETS:%=obj/fuzz/fuzz_%)
+
+fuzz: fuzz-build
+	sh fuzz/run.sh obj/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+$(OBJ)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(filter-out $(OBJ)/src/main.o,$(OBJS))
+	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(filter-out $(OBJ)/src/main.o,$(OBJS)) $(LDLIBS)
 
 # Installs the Debian packages and the PyPI test oracles (idempotent).
 deps:

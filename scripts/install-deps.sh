@@ -10,13 +10,15 @@
 # espeak-ng to speak the sentences silero-vad is calibrated and scored on;
 # curl and bc for bench/remote.sh (curl is its peer, bc its arithmetic).
 # gdb is for the tests: t_matmul_sparse checks under it which kernel ran;
-# nginx too: t_remote runs one (WebDAV PUT) as a remote cache.
+# nginx too: t_remote runs one (WebDAV PUT) as a remote cache; clang and
+# its libFuzzer runtime build the fuzz targets (make fuzz, tests/t_fuzz.sh).
 set -e
 PKGS="build-essential pkg-config make
 libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
 libxxhash-dev xxhash libarchive-dev libminizip-dev zlib1g-dev libgit2-dev libinih-dev nettle-dev
 libopenblas-dev libjansson-dev libcurl4-openssl-dev
-python3 python3-venv git ninja-build zstd gdb nginx"
+python3 python3-venv git ninja-build zstd gdb nginx
+clang libclang-rt-14-dev"
 BENCH_PKGS="python3-torch dataset-fashion-mnist espeak-ng curl bc"
 case "$1" in
 "") ;;

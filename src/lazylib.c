@@ -59,6 +59,39 @@ struct archive_entry *archive_entry_clear(struct archive_entry *a0)
 	return g(a0);
 }
 
+const char *archive_entry_hardlink(struct archive_entry *a0)
+{
+	static __typeof__(archive_entry_hardlink) *f;
+	__typeof__(archive_entry_hardlink) *g = __atomic_load_n(&f, __ATOMIC_ACQUIRE);
+	if (!g) {
+		g = (__typeof__(archive_entry_hardlink) *)lazy_sym(&archive, ARCHIVE_SONAME, "archive_entry_hardlink");
+		__atomic_store_n(&f, g, __ATOMIC_RELEASE);
+	}
+	return g(a0);
+}
+
+la_int64_t archive_entry_size(struct archive_entry *a0)
+{
+	static __typeof__(archive_entry_size) *f;
+	__typeof__(archive_entry_size) *g = __atomic_load_n(&f, __ATOMIC_ACQUIRE);
+	if (!g) {
+		g = (__typeof__(archive_entry_size) *)lazy_sym(&archive, ARCHIVE_SONAME, "archive_entry_size");
+		__atomic_store_n(&f, g, __ATOMIC_RELEASE);
+	}
+	return g(a0);
+}
+
+int archive_entry_size_is_set(struct archive_entry *a0)
+{
+	static __typeof__(archive_entry_size_is_set) *f;
+	__typeof__(archive_entry_size_is_set) *g = __atomic_load_n(&f, __ATOMIC_ACQUIRE);
+	if (!g) {
+		g = (__typeof__(archive_entry_size_is_set) *)lazy_sym(&archive, ARCHIVE_SONAME, "archive_entry_size_is_set");
+		__atomic_store_n(&f, g, __ATOMIC_RELEASE);
+	}
+	return g(a0);
+}
+
 __LA_MODE_T archive_entry_filetype(struct archive_entry *a0)
 {
 	static __typeof__(archive_entry_filetype) *f;

@@ -14,6 +14,7 @@
 const char *argv0 = "quantmake";
 static _Thread_local char errbuf[2048];
 
+__attribute__((format(printf, 3, 0)))
 static void vmsg(FILE *f, const char *prefix, const char *fmt, va_list ap)
 {
 	int e = errno;
@@ -51,6 +52,9 @@ void warn(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* (the format attributes here let clang's -Wformat-nonliteral see that
+ * fmt is a caller's checked format) */
+__attribute__((format(printf, 1, 0)))
 int verror(const char *fmt, va_list ap)
 {
 	int e = errno;
@@ -180,6 +184,7 @@ void sb_putc(StrBuf *sb, char c)
 	sb_add(sb, &c, 1);
 }
 
+__attribute__((format(printf, 2, 0)))
 void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap)
 {
 	va_list ap2;
@@ -293,6 +298,19 @@ int path_outside(const char *p)
 {
 	return p[0] == '/' || !strcmp(p, "..") || !strncmp(p, "../", 3) || strstr(p, "/../") != NULL ||
 	       (strlen(p) >= 3 && !strcmp(p + strlen(p) - 3, "/.."));
+}
+
+int path_resolves_inside(const char *dir, const char *path)
+{
+	char *rd = realpath(dir, NULL), *rp = realpath(path, NULL);
+	int in = 0;
+	if (rd && rp) {
+		size_t n = strlen(rd);
+		in = !strncmp(rd, rp, n) && (rp[n] == '/' || rp[n] == 0 || (n == 1 && rd[0] == '/'));
+	}
+	free(rd);
+	free(rp);
+	return in;
 }
 
 char *path_join(const char *a, const char *b)

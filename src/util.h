@@ -87,6 +87,9 @@ char *path_join(const char *a, const char *b);
 char *path_dir(const char *path);
 /* does a project-relative path leave the project (absolute or through ..)? */
 int path_outside(const char *p);
+/* does path, with every symbolic link resolved (realpath), stay inside dir
+ * (or is it dir)? 0 as well when either cannot be resolved */
+int path_resolves_inside(const char *dir, const char *path);
 /* mkdir -p; 0 or -1 with error() */
 int mkdirs(const char *path);
 /* Create a directory that quantmake owns (build/, cache/) with a

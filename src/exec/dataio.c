@@ -20,6 +20,7 @@
 #include <unzip.h>
 #include <zlib.h>
 
+#include "onnx/pbdepth.h"
 #include "util.h"
 
 void tl_push(TensorList *l, Tensor *t)
@@ -99,8 +100,8 @@ static int npy_prefix(const unsigned char *b, size_t n, const char *what, size_t
 	return 0;
 }
 
-/* The header dict hd[0..hlen) of a .npy whose data is have bytes: t
- * allocated for it (data not filled). */
+/* The header dict hd[0..hlen) of a .npy whose data is have bytes
+ * (SIZE_MAX: not known yet): t allocated for it (data not filled). */
 static int npy_header(const char *hd, size_t hlen, size_t have, const char *what, Tensor *t)
 {
 	/* numpy pads its dict to 64 bytes: most fit on the stack */
@@ -200,7 +201,7 @@ static int npy_header(const char *hd, size_t hlen, size_t have, const char *what
 		goto out;
 	}
 	size_t need = dtype_nbytes(dt, numel);
-	if (have != need) {
+	if (have != SIZE_MAX && have != need) {
 		char sb[128];
 		error("%s: %s %s needs %zu bytes of data, the file has %zu (%s)", what, dtype_name(dt),
 		      shape_str(rank, dims, sb, sizeof sb), need, have,
@@ -408,13 +409,135 @@ static int npz_stored(unzFile z, const char *path, const char *file, size_t flen
 	return 0;
 }
 
-/* The current member's bytes into *data, *len (stored or deflated): only a
- * regular file, unencrypted, its CRC checked. A stored member's bytes lie
- * in file (the whole file, flen bytes): *data points there and *own is
- * NULL; else *own is *data, malloc'd. 0 for a member read, 2 for a
- * directory entry (skipped), -1 after error(). */
+/* reads up to n bytes of a member's inflated data: the count (0 at its
+ * end), or -1 after error() */
+typedef long (*MemberRead)(void *ud, void *buf, size_t n);
+
+/* fills buf with n bytes from rd; the count read (less at the end), or -1 */
+static long read_full(MemberRead rd, void *ud, void *buf, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		size_t want = n - got < (1u << 30) ? n - got : (1u << 30);
+		long k = rd(ud, (char *)buf + got, want);
+		if (k < 0)
+			return -1;
+		if (k == 0)
+			break;
+		got += (size_t)k;
+	}
+	return (long)got;
+}
+
+/* the largest .npy header dict read from a compressed member (numpy's are
+ * 64-byte multiples; structured dtypes, which are refused, make longer) */
+enum { NPY_MAX_HEADER = 1 << 20 };
+
+/* A compressed member as .npy, streamed: the header is read first and its
+ * data size checked against size (the member's uncompressed size from the
+ * zip directory; UINT64_MAX when unknown) before anything more is
+ * inflated, then the data lands in the tensor itself, and a byte past it
+ * is an error. So a small file that inflates to gigabytes ("zip bomb")
+ * costs nothing unless its header declares that much data, and then
+ * exactly that. */
+static int npy_stream(MemberRead rd, void *ud, uint64_t size, const char *what, Tensor *t)
+{
+	unsigned char pre[12];
+	memset(t, 0, sizeof *t);
+	long got = read_full(rd, ud, pre, sizeof pre);
+	if (got < 0)
+		return -1;
+	size_t hoff, hlen;
+	if (npy_prefix(pre, (size_t)got, what, &hoff, &hlen) < 0)
+		return -1;
+	if (hlen > NPY_MAX_HEADER)
+		return error("%s: .npy header of %zu bytes, over the limit of %d", what, hlen, NPY_MAX_HEADER);
+	if (size != UINT64_MAX && hoff + hlen > size)
+		return error("%s: truncated .npy header (%zu bytes declared, %llu present)", what, hlen,
+			     (unsigned long long)(size - hoff));
+	char *h = xmalloc(hlen + 1);
+	size_t have = (size_t)got - hoff; /* header bytes already in pre */
+	if (have > hlen)
+		have = hlen;
+	memcpy(h, pre + hoff, have);
+	long more = read_full(rd, ud, h + have, hlen - have);
+	int r = -1;
+	if (more < 0)
+		goto out;
+	if ((size_t)more < hlen - have) {
+		error("%s: truncated .npy header (%zu bytes declared, %zu present)", what, hlen, have + (size_t)more);
+		goto out;
+	}
+	/* bytes of data that came with the prefix (a header shorter than 2) */
+	size_t early = (size_t)got > hoff + hlen ? (size_t)got - hoff - hlen : 0;
+	size_t data = size == UINT64_MAX ? SIZE_MAX : (size_t)(size - hoff - hlen);
+	if (npy_header(h, hlen, data, what, t) < 0)
+		goto out;
+	if (early > t->nbytes) {
+		error("%s: trailing bytes after the .npy data", what);
+		goto out;
+	}
+	if (early)
+		memcpy(t->data, pre + hoff + hlen, early);
+	long k = read_full(rd, ud, (char *)t->data + early, t->nbytes - early);
+	if (k < 0)
+		goto out;
+	if ((size_t)k < t->nbytes - early) {
+		error("%s: holds %zu of the %zu bytes of data its .npy header says (truncated)", what,
+		      early + (size_t)k, t->nbytes);
+		goto out;
+	}
+	char extra;
+	k = rd(ud, &extra, 1);
+	if (k < 0)
+		goto out;
+	if (k > 0) {
+		error("%s: inflates to more than its .npy header says (%zu bytes of data)", what, t->nbytes);
+		goto out;
+	}
+	r = 0;
+out:
+	free(h);
+	if (r < 0)
+		tensor_free(t);
+	return r;
+}
+
+typedef struct {
+	unzFile z;
+	const char *what;
+} UnzRead;
+
+static long unz_rd(void *ud, void *buf, size_t n)
+{
+	UnzRead *u = ud;
+	int k = unzReadCurrentFile(u->z, buf, (unsigned)(n < (1u << 30) ? n : (1u << 30)));
+	return k < 0 ? error("%s: %s", u->what, unz_problem(k)) : k;
+}
+
+typedef struct {
+	struct archive *a;
+	const char *what;
+} ArcRead;
+
+static long arc_rd(void *ud, void *buf, size_t n)
+{
+	ArcRead *r = ud;
+	la_ssize_t k = archive_read_data(r->a, buf, n);
+	if (k < 0) {
+		const char *m = archive_error_string(r->a);
+		return error("%s: %s", r->what, m ? m : "unknown libarchive error");
+	}
+	return (long)k;
+}
+
+/* The current member (stored or deflated): only a regular file,
+ * unencrypted, its CRC checked. A stored member's bytes lie in file (the
+ * whole file, flen bytes): *data and *len point there; a deflated one is
+ * streamed into *t as .npy (npy_stream), *len 0. 0 for a member read, 2
+ * for a directory entry (skipped), -1 after error(). */
 static int npz_member_read(unzFile z, const char *path, const char *file, size_t flen, const unz_file_info64 *fi,
-			   const char *name, const char **data, size_t *len, char **own)
+			   const char *name, const char **data, size_t *len, Tensor *t)
 {
 	unsigned host = (unsigned)(fi->version >> 8) & 0xff, mode = (unsigned)(fi->external_fa >> 16);
 	size_t nl = strlen(name);
@@ -435,41 +558,39 @@ static int npz_member_read(unzFile z, const char *path, const char *file, size_t
 	int e = unzOpenCurrentFile(z);
 	if (e != UNZ_OK)
 		return error("%s: member '%s': %s", path, name, unz_problem(e));
-	size_t size = (size_t)fi->uncompressed_size, got = 0;
-	if (fi->compression_method == 0)
-		return npz_stored(z, path, file, flen, fi, name, data, len, own);
-	char *b = xmalloc(size + 1);
-	while (got < size) {
-		size_t want = size - got < (1u << 30) ? size - got : (1u << 30);
-		int n = unzReadCurrentFile(z, b + got, (unsigned)want);
-		if (n < 0) {
-			error("%s: member '%s': %s", path, name, unz_problem(n));
-			goto fail;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
+	if (fi->compression_method == 0) {
+		char *own = NULL;
+		return npz_stored(z, path, file, flen, fi, name, data, len, &own);
 	}
-	if (got < size) {
-		error("%s: member '%s': holds %zu of the %zu bytes its header says (truncated)", path, name, got, size);
-		goto fail;
-	}
+	char *what = xasprintf("%s: member '%s'", path, name);
+	UnzRead u = {z, what};
+	int r = npy_stream(unz_rd, &u, fi->uncompressed_size, what, t);
+	free(what);
 	/* the CRC is checked here, once every byte has been read */
-	if (unzCloseCurrentFile(z) == UNZ_CRCERROR) {
-		free(b);
+	if (unzCloseCurrentFile(z) == UNZ_CRCERROR && r == 0) {
+		tensor_free(t);
 		return error("%s: member '%s': CRC mismatch, its data is corrupt", path, name);
 	}
-	*data = *own = b;
-	*len = size;
-	return 0;
-fail:
-	unzCloseCurrentFile(z);
-	free(b);
-	return -1;
+	*len = 0;
+	return r;
 }
 
-/* One member's bytes, parsed as .npy and appended to out under its name
- * (without ".npy"; arr_N is positional, so unnamed). */
+/* t, read from a member, appended to out under the member's name
+ * (without ".npy"; arr_N is positional, so unnamed) */
+static void npz_push(const char *name, Tensor *t, TensorList *out)
+{
+	size_t nl = strlen(name);
+	if (nl > 4 && !strcmp(name + nl - 4, ".npy"))
+		nl -= 4;
+	t->name = xstrndup(name, nl);
+	if (is_positional(t->name)) {
+		free(t->name);
+		t->name = NULL;
+	}
+	tl_push(out, t);
+}
+
+/* One member's bytes, parsed as .npy and appended to out. */
 static int npz_add(const char *path, const char *name, const char *data, size_t len, TensorList *out)
 {
 	char *what = xasprintf("%s: member '%s'", path, name);
@@ -478,17 +599,10 @@ static int npz_add(const char *path, const char *name, const char *data, size_t 
 	free(what);
 	if (pr < 0)
 		return -1;
-	size_t nl = strlen(name);
-	if (nl > 4 && !strcmp(name + nl - 4, ".npy"))
-		nl -= 4;
-	t.name = xstrndup(name, nl);
-	if (is_positional(t.name)) {
-		free(t.name);
-		t.name = NULL;
-	}
-	tl_push(out, &t);
+	npz_push(name, &t, out);
 	return 0;
 }
+
 
 /* minizip reads what numpy writes: members stored or deflated, their
  * list from the central directory (so a file cut short is refused, not
@@ -540,23 +654,15 @@ static int npz_read_libarchive(const char *path, const char *file, size_t flen, 
 		const char *name = archive_entry_pathname(ent);
 		if (!name || archive_entry_filetype(ent) != AE_IFREG)
 			continue;
-		StrBuf data = {0};
-		char chunk[1 << 16];
-		for (;;) {
-			la_ssize_t n = archive_read_data(a, chunk, sizeof chunk);
-			if (n < 0) {
-				error("%s: member '%s': %s", path, name, la_err(a, eb, sizeof eb));
-				sb_release(&data);
-				goto out;
-			}
-			if (n == 0)
-				break;
-			sb_add(&data, chunk, (size_t)n);
-		}
-		int pr = npz_add(path, name, data.buf ? data.buf : "", data.len, out);
-		sb_release(&data);
+		char *what = xasprintf("%s: member '%s'", path, name);
+		ArcRead ar = {a, what};
+		Tensor t;
+		int pr = npy_stream(arc_rd, &ar, archive_entry_size_is_set(ent) ? (uint64_t)archive_entry_size(ent)
+								      : UINT64_MAX, what, &t);
+		free(what);
 		if (pr < 0)
 			goto out;
+		npz_push(name, &t, out);
 	}
 	r = 0;
 out:
@@ -588,8 +694,9 @@ static int npz_read_minizip(const char *path, const char *file, size_t flen, Ten
 		/* each call reads the entry again a byte at a time: one call
 		 * when the name and extra field fit the buffers (numpy's do) */
 		unz_file_info64 fi;
-		char nbuf[256], *name = nbuf, *own = NULL;
+		char nbuf[256], *name = nbuf;
 		const char *data = NULL;
+		Tensor t = {0};
 		unsigned char xbuf[256], *extra = xbuf;
 		size_t len = 0;
 		if ((e = unzGetCurrentFileInfo64(z, &fi, nbuf, sizeof nbuf, xbuf, sizeof xbuf, NULL, 0)) != UNZ_OK)
@@ -606,9 +713,11 @@ static int npz_read_minizip(const char *path, const char *file, size_t flen, Ten
 		else if (has_zip64_extra(extra, fi.size_file_extra) ||
 			 (fi.compression_method != 0 && fi.compression_method != Z_DEFLATED))
 			r = 1;
-		else if ((r = npz_member_read(z, path, file, flen, &fi, name, &data, &len, &own)) == 0) {
-			r = npz_add(path, name, data, len, out);
-			free(own);
+		else if ((r = npz_member_read(z, path, file, flen, &fi, name, &data, &len, &t)) == 0) {
+			if (data)
+				r = npz_add(path, name, data, len, out);
+			else
+				npz_push(name, &t, out);
 		} else if (r == 2) {
 			r = 0; /* a directory entry */
 		}
@@ -737,7 +846,10 @@ int tensor_load_proto(Model *m, const Onnx__TensorProto *p, Tensor *t)
 int pb_parse(const void *buf, size_t len, const char *what, Tensor *t)
 {
 	memset(t, 0, sizeof *t);
-	Onnx__TensorProto *p = onnx__tensor_proto__unpack(NULL, len, buf);
+	int deep = pb_depth_check(&onnx__tensor_proto__descriptor, buf, len);
+	if (deep < 0)
+		return error_prefix("%s", what);
+	Onnx__TensorProto *p = deep ? NULL : onnx__tensor_proto__unpack(NULL, len, buf);
 	if (!p || p->segment) {
 		const char *k = container_kind_of(buf, len);
 		if (p)
@@ -974,6 +1086,8 @@ static const char *container_kind_of(const void *buf, size_t len)
 	static const ProtobufCMessageDescriptor *const d[2] = {&seq_proto_desc, &opt_proto_desc};
 	static const char *const names[2] = {"an ONNX SequenceProto", "an ONNX OptionalProto"};
 	for (int i = 0; i < 2; i++) {
+		if (pb_depth_check(d[i], buf, len) != 0)
+			continue;
 		ProtobufCMessage *m = protobuf_c_message_unpack(d[i], NULL, len, buf);
 		if (!m)
 			continue;
@@ -991,7 +1105,10 @@ int pb_parse_kind(const void *buf, size_t len, const char *what, int kind, Tenso
 		return pb_parse(buf, len, what, t);
 	memset(t, 0, sizeof *t);
 	const ProtobufCMessageDescriptor *d = kind == TK_SEQUENCE ? &seq_proto_desc : &opt_proto_desc;
-	ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, buf);
+	int deep = pb_depth_check(d, buf, len);
+	if (deep < 0)
+		return error_prefix("%s", what);
+	ProtobufCMessage *m = deep ? NULL : protobuf_c_message_unpack(d, NULL, len, buf);
 	if (!m || m->n_unknown_fields) {
 		if (m)
 			protobuf_c_message_free_unpacked(m, NULL);

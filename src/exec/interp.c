@@ -687,6 +687,15 @@ int op_output(RunCtx *c, size_t i, int dtype, int rank, const int64_t *dims)
 	if (i >= c->nout)
 		return op_error(c->node, "output %zu requested but the node has %zu outputs", i, c->nout);
 	Tensor *t = c->out[i];
+	if (!c->interp && c->out_limit) {
+		int64_t n = 1;
+		for (int d = 0; d < rank && n > 0; d++)
+			n = dims[d] > 0 && n > INT64_MAX / dims[d] ? -1 : n * dims[d];
+		if (n < 0 || (dtype != DT_STRING && dtype_nbytes(dtype, n) > c->out_limit) ||
+		    (dtype == DT_STRING && (uint64_t)n > c->out_limit / sizeof(char *)))
+			return op_error(c->node, "output %zu is over the constant folding limit of %zu bytes", i,
+					c->out_limit);
+	}
 	if (!c->interp && (!tl_fold || dtype == DT_STRING))
 		return tensor_alloc(t, dtype, rank, dims);
 	if (!c->interp) /* folding: uncleared, as the kernel writes it all (see below) */
@@ -1373,6 +1382,7 @@ static void fold_constants(Interp *ip, Plan *p)
 		RunCtx c = {
 			.node = n, .opset = st->opset, .nin = nin, .nout = nout,
 			.in = ins, .out = outs, .interp = NULL, .threads = ip->o.threads,
+			.out_limit = 16u << 20, /* what is kept below: the rest runs later */
 		};
 		FoldCtx fc = {.in = ins, .nin = nin, .out = outs, .nout = nout, .src = src};
 		int keyed = 0, again = 0;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "infer/infer.h"
+#include "onnx/pbdepth.h"
 #include "util.h"
 
 typedef struct Declared {
@@ -117,7 +118,8 @@ static int check_real_outputs(Model *m, SymTab *syms, StrBuf *why)
 		}
 		free(path);
 		if (vt_from_proto(syms, g->output[i]->type, &t, "output") == 0 && t.kind == VT_TENSOR) {
-			Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, (const uint8_t *)data);
+			Onnx__TensorProto *tp = pb_depth_check(&onnx__tensor_proto__descriptor, data, len)
+				? NULL : onnx__tensor_proto__unpack(NULL, len, (const uint8_t *)data);
 			if (tp) {
 				int rank_ok = t.rank < 0 || (size_t)t.rank == tp->n_dims;
 				for (int d = 0; rank_ok && d < t.rank; d++)

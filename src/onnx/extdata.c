@@ -106,6 +106,16 @@ static int map_locked(ExtMap **list, const char *dir, const char *loc, const uin
 		free(p);
 		return -1;
 	}
+	/* what was opened, not the name again (it may be swapped meanwhile) */
+	char fdp[64];
+	snprintf(fdp, sizeof fdp, "/proc/self/fd/%d", fd);
+	if (!path_resolves_inside(dir, fdp)) {
+		error("external data location '%s' leads outside the model's directory through a "
+		      "symbolic link", loc);
+		close(fd);
+		free(p);
+		return -1;
+	}
 	struct stat st;
 	int bad = fstat(fd, &st) < 0 ? error("cannot stat external data '%s':", p)
 		: !S_ISREG(st.st_mode) ? error("external data '%s' is not a regular file", p) : 0;

@@ -368,7 +368,8 @@ static int by_count(const void *a, const void *b)
 	return strcmp(x->key, y->key);
 }
 
-/* size of DIR/LOC, or -1 when it cannot be read */
+/* size of DIR/LOC, or -1 when it cannot be read (as loading would not:
+ * a symbolic link out of the model's directory) */
 static int64_t ext_size(const Model *m, const char *loc)
 {
 	if (ext_location_check(loc) < 0)
@@ -376,6 +377,8 @@ static int64_t ext_size(const Model *m, const char *loc)
 	char *p = path_join(m->dir, loc);
 	struct stat st;
 	int r = stat(p, &st);
+	if (r == 0 && !path_resolves_inside(m->dir, p))
+		r = -1;
 	free(p);
 	return r == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
 }

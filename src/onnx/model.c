@@ -45,6 +45,7 @@
 
 #include "hash.h"
 #include "onnx/extdata.h"
+#include "onnx/pbdepth.h"
 #include "onnx/pbwrite.h"
 #include "util.h"
 
@@ -229,7 +230,13 @@ static int parse(const void *data, size_t len, void *map, int view, const char *
 {
 	if (len == 0)
 		return error("empty file");
-	Onnx__ModelProto *p = onnx__model_proto__unpack(NULL, len, data);
+	int deep = pb_depth_check(&onnx__model_proto__descriptor, data, len);
+	if (deep < 0) {
+		if (map)
+			munmap(map, len);
+		return -1;
+	}
+	Onnx__ModelProto *p = deep ? NULL : onnx__model_proto__unpack(NULL, len, data);
 	if (!p) {
 		if (map)
 			munmap(map, len);

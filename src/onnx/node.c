@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "onnx/pbdepth.h"
 #include "util.h"
 
 const char *node_label(const Onnx__NodeProto *n, char *buf, size_t size)
@@ -165,7 +166,10 @@ int function_attr_defaults(const Onnx__FunctionProto *f, PtrVec *out)
 			p += k;
 			n = (size_t)len;
 		}
-		Onnx__AttributeProto *a = onnx__attribute_proto__unpack(NULL, n, p);
+		int deep = pb_depth_check(&onnx__attribute_proto__descriptor, p, n);
+		if (deep < 0)
+			return error_prefix("function '%s': attribute default", f->name ? f->name : "");
+		Onnx__AttributeProto *a = deep ? NULL : onnx__attribute_proto__unpack(NULL, n, p);
 		if (!a)
 			return error("function '%s': unreadable attribute default", f->name ? f->name : "");
 		pv_push(out, a);

@@ -18,8 +18,28 @@ int elem_native(int dt)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_F16C_PATH 1
+
+/* F16C and AVX, from CPUID leaf 1 (clang 14 knows no
+ * __builtin_cpu_supports("f16c")), with the OS saving the AVX state */
+static int have_f16c(void)
+{
+	static int known = -1;
+	int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+	if (k >= 0)
+		return k;
+	unsigned a, b, c, d;
+	k = 0;
+	if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) && (c & bit_AVX) && (c & bit_OSXSAVE)) {
+		unsigned lo, hi;
+		__asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+		k = (lo & 6) == 6; /* XMM and YMM state */
+	}
+	__atomic_store_n(&known, k, __ATOMIC_RELAXED);
+	return k;
+}
 
 __attribute__((target("avx,f16c")))
 static int64_t h2f_f16c(const uint8_t *s, float *d, int64_t n)
@@ -55,7 +75,7 @@ void elem_half_to_float(int dt, const void *src, float *dst, int64_t n)
 		return;
 	}
 #ifdef HAVE_F16C_PATH
-	if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"))
+	if (have_f16c())
 		i = h2f_f16c(s, dst, n);
 #endif
 	for (; i < n; i++) {
@@ -81,7 +101,7 @@ void elem_float_to_half(int dt, const float *src, void *dst, int64_t n)
 		return;
 	}
 #ifdef HAVE_F16C_PATH
-	if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"))
+	if (have_f16c())
 		i = f2h_f16c(src, d, n);
 #endif
 	for (; i < n; i++) {

@@ -123,6 +123,11 @@ typedef struct RunCtx {
 	 * Add's output, the node's result + sum, clamped as above after the
 	 * addition */
 	const Tensor *sum;
+	/* non-zero (constant folding, interp NULL): op_output refuses an
+	 * output of more bytes than this before allocating it, so a small
+	 * model (ConstantOfShape of 2^29) cannot make folding allocate
+	 * gigabytes */
+	size_t out_limit;
 } RunCtx;
 
 /* Allocate output i with the given type and shape. Contents are

@@ -723,7 +723,8 @@ static int type_elem(const Onnx__TypeProto *tp)
 		else
 			return 0;
 	}
-	return tp && tp->tensor_type && tp->tensor_type->has_elem_type ? tp->tensor_type->elem_type : 0;
+	return tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type && tp->tensor_type->has_elem_type
+		       ? tp->tensor_type->elem_type : 0;
 }
 
 static int optional_run(RunCtx *c)

@@ -155,10 +155,13 @@ static int fold_node(PrepCtx *c, Onnx__GraphProto *g, size_t idx)
 	if (r == 1) {
 		RunCtx rc = {
 			.node = n, .opset = model_opset(c->m->proto, ""), .nin = nin, .nout = nout,
-			.in = pin, .out = pout, .interp = NULL, .threads = 1,
+			.in = pin, .out = pout, .interp = NULL, .threads = 1, .out_limit = limit,
 		};
-		if (d->run(&rc) < 0)
+		if (d->run(&rc) < 0) {
 			r = 0;
+			if (strstr(errmsg(), "over the constant folding limit"))
+				why = "over";
+		}
 		for (size_t k = 0; k < nout && r == 1; k++)
 			if (*n->output[k] && out[k].nbytes > limit) {
 				r = 0;
@@ -280,7 +283,7 @@ static int static_dims(const ShapeIdx *x, const char *name, int64_t *dims)
 	const Onnx__ValueInfoProto *v = strmap_get(&x->vi, name);
 	if (!v)
 		return -1;
-	if (!v->type || !v->type->tensor_type || !v->type->tensor_type->shape ||
+	if (!v->type || v->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !v->type->tensor_type->shape ||
 	    v->type->tensor_type->shape->n_dim > QM_MAX_RANK)
 		return -1;
 	const Onnx__TensorShapeProto *s = v->type->tensor_type->shape;

@@ -513,7 +513,7 @@ void pgx_build(PgIndex *x, const Onnx__GraphProto *g)
 				pgx_add(x, &x->in, v->name);
 			if (l == 2)
 				pgx_add(x, &x->out, v->name);
-			if (v->type && v->type->tensor_type && v->type->tensor_type->shape) {
+			if (v->type && v->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && v->type->tensor_type->shape) {
 				StrMapEnt *e = pgx_add(x, &x->vi, v->name);
 				if (!e->v.p)
 					e->v.p = v;

@@ -187,7 +187,8 @@ static const Onnx__TypeProto__Tensor *tensor_type(const Onnx__GraphProto *g, con
 	for (int l = 0; l < 3; l++)
 		for (size_t i = 0; i < lens[l]; i++) {
 			const Onnx__ValueInfoProto *v = lists[l][i];
-			if (v->name && !strcmp(v->name, name) && v->type && v->type->tensor_type)
+			if (v->name && !strcmp(v->name, name) && v->type &&
+			    v->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
 				return v->type->tensor_type;
 		}
 	return NULL;

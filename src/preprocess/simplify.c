@@ -48,7 +48,8 @@ static int known_elem(const Onnx__GraphProto *g, const char *name)
 	for (int l = 0; l < 3; l++)
 		for (size_t i = 0; i < lens[l]; i++) {
 			const Onnx__ValueInfoProto *v = lists[l][i];
-			if (v->name && !strcmp(v->name, name) && v->type && v->type->tensor_type &&
+			if (v->name && !strcmp(v->name, name) && v->type &&
+			    v->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
 			    v->type->tensor_type->has_elem_type)
 				return v->type->tensor_type->elem_type;
 		}
@@ -81,7 +82,8 @@ static int known_dims(const Onnx__GraphProto *g, const char *name, int64_t *dims
 	for (int l = 0; l < 3; l++)
 		for (size_t i = 0; i < lens[l]; i++) {
 			const Onnx__ValueInfoProto *v = lists[l][i];
-			if (!v->name || strcmp(v->name, name) || !v->type || !v->type->tensor_type ||
+			if (!v->name || strcmp(v->name, name) || !v->type ||
+			    v->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
 			    !v->type->tensor_type->shape || v->type->tensor_type->shape->n_dim > QM_MAX_RANK)
 				continue;
 			const Onnx__TensorShapeProto *sh = v->type->tensor_type->shape;

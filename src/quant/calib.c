@@ -483,7 +483,8 @@ static void stats_scale(const CalibStats *s, TensorStats *ts, uint64_t w)
 /* "[batch,64]" from a graph input's declared shape */
 static void input_shape_str(const Onnx__ValueInfoProto *vi, StrBuf *sb)
 {
-	const Onnx__TypeProto__Tensor *tt = vi->type ? vi->type->tensor_type : NULL;
+	const Onnx__TypeProto__Tensor *tt =
+		vi->type && vi->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? vi->type->tensor_type : NULL;
 	if (!tt || !tt->shape) {
 		sb_puts(sb, "[any shape]");
 		return;
@@ -1946,6 +1947,41 @@ int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads
 	}
 	s->n = k;
 	*out = s;
+	return 0;
+}
+
+/* the error for t when it cannot be given a range, else 0 */
+static int check_one(const TensorStats *t, uint64_t nsamples)
+{
+	if (!t->count && t->nonfinite)
+		return error("calibration: tensor '%s' has no finite value (all %llu values seen in %llu samples are "
+			     "NaN or infinite): check the calibration data (quantize.calibration)", t->name,
+			     (unsigned long long)t->nonfinite, (unsigned long long)nsamples);
+	if (t->count && !isfinite(t->max - t->min))
+		return error("calibration: tensor '%s' spans [%g, %g], too wide for a finite scale: check the "
+			     "calibration data (quantize.calibration)", t->name, (double)t->min, (double)t->max);
+	return 0;
+}
+
+int calib_check(const CalibStats *s, const Model *m, FILE *log)
+{
+	const Onnx__GraphProto *g = m->proto->graph;
+	for (size_t i = 0; i < g->n_input; i++) {
+		const TensorStats *t = g->input[i]->name ? calib_find(s, g->input[i]->name) : NULL;
+		if (t && check_one(t, s->nsamples) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < s->n; i++)
+		if (check_one(&s->t[i], s->nsamples) < 0)
+			return -1;
+	for (size_t i = 0; log && i < s->n; i++) {
+		const TensorStats *t = &s->t[i];
+		if (t->nonfinite)
+			fprintf(log, "calibrate: warning: tensor '%s': %.3g%% of its values (%llu of %llu) are NaN or "
+				"infinite; they are left out of its range\n", t->name,
+				100.0 * (double)t->nonfinite / ((double)t->nonfinite + (double)t->count),
+				(unsigned long long)t->nonfinite, (unsigned long long)(t->nonfinite + t->count));
+	}
 	return 0;
 }
 

@@ -67,6 +67,13 @@ typedef struct CalibStats {
  * input and the expected type and shape. An empty set is an error. */
 int calib_collect(Model *m, const char *const *specs, size_t nspecs, int threads, int hist, FILE *log,
 		  CalibStats **out);
+/* Checks that statistics can give every tensor a range: -1 with error()
+ * naming the first tensor (model inputs first) that saw no finite value
+ * at all, or whose finite values span more than a float can hold (a
+ * scale would be infinite); a line on log (may be NULL) for each tensor
+ * with some non-finite values, with their share (they are left out of
+ * its range). */
+int calib_check(const CalibStats *s, const Model *m, FILE *log);
 void calib_free(CalibStats *s);
 int calib_save(const CalibStats *s, const char *path);
 int calib_load(const char *path, CalibStats **out);

@@ -259,6 +259,30 @@ static int is_manifest(const char *name)
 	return !strcmp(slash + 1, "MANIFEST.json");
 }
 
+/* what a non-regular entry is (NULL: a regular file, read) */
+static const char *entry_kind(struct archive_entry *en)
+{
+	if (archive_entry_hardlink(en))
+		return "a hard link";
+	switch (archive_entry_filetype(en)) {
+	case AE_IFREG:
+		return NULL;
+	case AE_IFDIR:
+		return "a directory";
+	case AE_IFLNK:
+		return "a symbolic link";
+	case AE_IFCHR:
+	case AE_IFBLK:
+		return "a device node";
+	case AE_IFIFO:
+		return "a fifo";
+	case AE_IFSOCK:
+		return "a socket";
+	default:
+		return "not a regular file";
+	}
+}
+
 int archive_read_all(const char *path, ReadEntry **out, size_t *nout, char **manifest, char **manifest_name)
 {
 	*out = NULL;
@@ -288,16 +312,28 @@ int archive_read_all(const char *path, ReadEntry **out, size_t *nout, char **man
 			ret = error("cannot read archive '%s': %s", path, m ? m : "unknown libarchive error");
 			break;
 		}
-		if (archive_entry_filetype(en) != AE_IFREG)
-			continue;
 		const char *name = archive_entry_pathname(en);
-		if (!name) {
+		if (!name || !*name) {
 			ret = error("cannot read archive '%s': an entry has no name", path);
 			break;
 		}
-		int keep = is_manifest(name) && !*manifest;
-		StrBuf content = {0};
-		HashState *h = hash_new();
+		if (path_outside(name)) {
+			ret = error("archive '%s': entry '%s' is an absolute path or leads through '..' (refused)",
+				    path, name);
+			break;
+		}
+		const char *kind = entry_kind(en);
+		int keep = !kind && is_manifest(name);
+		if (keep && *manifest_name) {
+			ret = error("archive '%s': two MANIFEST.json entries ('%s' and '%s')", path, *manifest_name,
+				    name);
+			break;
+		}
+		if (keep && archive_entry_size_is_set(en) && archive_entry_size(en) > MANIFEST_MAX_BYTES) {
+			ret = error("archive '%s': '%s' declares %lld bytes, over the limit of %lld MiB for a manifest",
+				    path, name, (long long)archive_entry_size(en), (long long)(MANIFEST_MAX_BYTES >> 20));
+			break;
+		}
 		if (n == cap) {
 			cap = cap ? cap * 2 : 32;
 			v = xreallocarray(v, cap, sizeof *v);
@@ -305,6 +341,13 @@ int archive_read_all(const char *path, ReadEntry **out, size_t *nout, char **man
 		ReadEntry *e = &v[n++];
 		memset(e, 0, sizeof *e);
 		e->name = xstrdup(name);
+		e->kind = kind;
+		if (kind)
+			continue;
+		if (keep)
+			*manifest_name = xstrdup(name);
+		StrBuf content = {0};
+		HashState *h = hash_new();
 		void *sha = sha_begin();
 		for (;;) {
 			la_ssize_t got = archive_read_data(a, buf, 1 << 20);
@@ -319,6 +362,11 @@ int archive_read_all(const char *path, ReadEntry **out, size_t *nout, char **man
 			hash_update(h, buf, (size_t)got);
 			sha_add(sha, buf, (size_t)got);
 			e->size += got;
+			if (keep && e->size > MANIFEST_MAX_BYTES) {
+				ret = error("archive '%s': '%s' is larger than the limit of %lld MiB for a manifest",
+					    path, name, (long long)(MANIFEST_MAX_BYTES >> 20));
+				break;
+			}
 			if (keep)
 				sb_add(&content, buf, (size_t)got);
 		}
@@ -328,10 +376,8 @@ int archive_read_all(const char *path, ReadEntry **out, size_t *nout, char **man
 			sb_release(&content);
 			break;
 		}
-		if (keep) {
+		if (keep)
 			*manifest = sb_detach(&content);
-			*manifest_name = xstrdup(name);
-		}
 	}
 	free(buf);
 	archive_read_free(a);

@@ -227,8 +227,9 @@ static int add_file(EntryList *l, const char *name, const char *src, const char 
 	return 0;
 }
 
-/* add every regular file under dir (project-relative), recursively */
-static int add_tree(EntryList *l, const char *rel, const char *what)
+/* add every regular file under dir (project-relative), recursively; a
+ * symbolic link in it must resolve inside the project root */
+static int add_tree(EntryList *l, const char *root, const char *rel, const char *what)
 {
 	DIR *d = opendir(rel);
 	if (!d)
@@ -240,26 +241,18 @@ static int add_tree(EntryList *l, const char *rel, const char *what)
 			continue;
 		char *p = path_join(rel, de->d_name);
 		struct stat st;
-		if (stat(p, &st) < 0)
+		if (lstat(p, &st) == 0 && S_ISLNK(st.st_mode) && !path_resolves_inside(root, p))
+			r = error("%s: '%s' is a symbolic link that leads outside the project", what, p);
+		else if (stat(p, &st) < 0)
 			r = error("%s: cannot read '%s':", what, p);
 		else if (S_ISDIR(st.st_mode))
-			r = add_tree(l, p, what);
+			r = add_tree(l, root, p, what);
 		else if (S_ISREG(st.st_mode))
 			r = add_file(l, p, p, what);
 		free(p);
 	}
 	closedir(d);
 	return r;
-}
-
-/* a path inside the project, after symbolic links? */
-static int inside(const char *root, const char *path)
-{
-	char rr[PATH_MAX], pr[PATH_MAX];
-	if (!realpath(root, rr) || !realpath(path, pr))
-		return 0;
-	size_t n = strlen(rr);
-	return !strncmp(rr, pr, n) && (pr[n] == '/' || pr[n] == 0);
 }
 
 /* add the files of the release; 0, -2 when a pattern matches nothing (a
@@ -291,12 +284,12 @@ static int add_globs(Project *p, const Section *r, EntryList *l, PtrVec *deps)
 			while (f[0] == '.' && f[1] == '/')
 				f += 2;
 			struct stat st;
-			if (!inside(p->root, f))
+			if (!path_resolves_inside(p->root, f))
 				ret = error("%s: file '%s' is outside the project", what, f);
 			else if (stat(f, &st) < 0)
 				ret = error("%s: cannot read '%s':", what, f);
 			else if (S_ISDIR(st.st_mode))
-				ret = add_tree(l, f, what);
+				ret = add_tree(l, p->root, f, what);
 			else if (S_ISREG(st.st_mode))
 				ret = add_file(l, f, f, what);
 			else
@@ -843,6 +836,31 @@ int cmd_release(Project *p, const BuildOpts *o, int argc, char **argv)
 
 /* ---- verify-release ---- */
 
+/* is directory entry name (with or without its trailing '/') the
+ * release's top directory (mname's first toplen bytes) or a directory
+ * that a file of the manifest lies in? */
+static int dir_implied(json_t *files, const char *mname, size_t toplen, const char *name)
+{
+	size_t n = strlen(name);
+	while (n && name[n - 1] == '/')
+		n--;
+	if (toplen && n == toplen - 1 && !strncmp(name, mname, n))
+		return 1;
+	if (n <= toplen || strncmp(name, mname, toplen))
+		return 0;
+	const char *d = name + toplen;
+	size_t dn = n - toplen;
+	const char *key;
+	json_t *val;
+	json_object_foreach(files, key, val)
+	{
+		(void)val;
+		if (strlen(key) > dn && !strncmp(key, d, dn) && key[dn] == '/')
+			return 1;
+	}
+	return 0;
+}
+
 int cmd_verify_release(int argc, char **argv)
 {
 	if (argc != 2 || argv[1][0] == '-') {
@@ -880,9 +898,15 @@ int cmd_verify_release(int argc, char **argv)
 	char *seen = xcalloc(n + 1, 1);
 	json_object_foreach(files, key, val)
 	{
+		if (!*key || path_outside(key) || key[strlen(key) - 1] == '/') {
+			fprintf(stderr, "%s: verify-release: %s: MANIFEST.json lists '%s', not a relative file path "
+				"inside the release\n", argv0, path, key);
+			problems++;
+			continue;
+		}
 		size_t hit = n;
 		for (size_t i = 0; i < n; i++)
-			if (strlen(ents[i].name) == toplen + strlen(key) && !strncmp(ents[i].name, mname, toplen) &&
+			if (!ents[i].kind && strlen(ents[i].name) == toplen + strlen(key) && !strncmp(ents[i].name, mname, toplen) &&
 			    !strcmp(ents[i].name + toplen, key)) {
 				if (hit < n) {
 					fprintf(stderr, "%s: verify-release: %s: duplicate entry: %s\n", argv0, path, ents[i].name);
@@ -914,12 +938,19 @@ int cmd_verify_release(int argc, char **argv)
 			problems++;
 		}
 	}
-	for (size_t i = 0; i < n; i++)
-		if (!seen[i] && strcmp(ents[i].name, mname)) {
+	for (size_t i = 0; i < n; i++) {
+		if (seen[i] || (!ents[i].kind && !strcmp(ents[i].name, mname)))
+			continue;
+		if (ents[i].kind && !strcmp(ents[i].kind, "a directory") && dir_implied(files, mname, toplen, ents[i].name))
+			continue;
+		if (ents[i].kind)
+			fprintf(stderr, "%s: verify-release: %s: extra entry: %s is %s (not in MANIFEST.json)\n", argv0,
+				path, ents[i].name, ents[i].kind);
+		else
 			fprintf(stderr, "%s: verify-release: %s: extra file: %s (not in MANIFEST.json)\n", argv0, path,
 				ents[i].name);
-			problems++;
-		}
+		problems++;
+	}
 	free(seen);
 	if (problems) {
 		fprintf(stderr, "%s: verify-release: %s: %d problem%s\n", argv0, path, problems, problems > 1 ? "s" : "");

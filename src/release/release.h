@@ -117,17 +117,26 @@ const char *archive_ext(const char *format);
 int archive_write_release(const char *path, const char *format, const char *top,
 			  EntryList *l, int64_t mtime, int force);
 
-/* One regular file read back from an archive. */
+/* the largest MANIFEST.json archive_read_all reads (doc/quantmake.1) */
+#define MANIFEST_MAX_BYTES ((int64_t)64 << 20)
+
+/* One entry read back from an archive. */
 typedef struct ReadEntry {
 	char *name;
+	/* NULL for a regular file, else what the entry is ("a directory",
+	 * "a symbolic link", "a hard link", "a device node", "a fifo", ...):
+	 * its content is not read */
+	const char *kind;
 	int64_t size;
 	Hash xxh;
 	uint8_t sha[32];
 } ReadEntry;
-/* Read every regular file of ARCHIVE (any format libarchive knows), hashing
- * its content; the content of a top-level or depth-1 MANIFEST.json is kept
- * in *manifest (malloc'd, NUL-terminated) with its path in *manifest_name.
- * 0, or -1 with error(). */
+/* Read every entry of ARCHIVE (any format libarchive knows), hashing the
+ * content of regular files; the content of a top-level or depth-1
+ * MANIFEST.json is kept in *manifest (malloc'd, NUL-terminated) with its
+ * path in *manifest_name. An entry named by an absolute path or through
+ * '..', a second MANIFEST.json and one larger than MANIFEST_MAX_BYTES are
+ * errors (reading stops there). 0, or -1 with error(). */
 int archive_read_all(const char *path, ReadEntry **out, size_t *n, char **manifest,
 		     char **manifest_name);
 

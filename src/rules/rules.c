@@ -66,9 +66,12 @@ static char *trim(char *s)
 	return s;
 }
 
+/* a model or release name is a plain path component (build/NAME/,
+ * dist/NAME...): not empty, not starting with '.' (".", "..", hidden
+ * directories such as build/.quantmake), no '/' */
 static int valid_name(const char *s)
 {
-	if (!*s)
+	if (!*s || *s == '.')
 		return 0;
 	for (; *s; s++)
 		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' && *s != '.')
@@ -109,7 +112,7 @@ static void begin_section(Parser *ps, const char *text)
 		}
 		char *name = trim(rest);
 		if (!valid_name(name)) {
-			perr(ps, "invalid model name '%s' (letters, digits, '_', '-', '.')", name);
+			perr(ps, "invalid model name '%s' (letters, digits, '_', '-', '.'; not starting with '.')", name);
 		} else if (base && !valid_name(base)) {
 			perr(ps, "invalid base model name '%s'", base);
 		} else {
@@ -139,7 +142,7 @@ static void begin_section(Parser *ps, const char *text)
 				if (!strcmp(p->releases[i]->name, name))
 					old = p->releases[i];
 			if (!valid_name(name)) {
-				perr(ps, "invalid release name '%s' (letters, digits, '_', '-', '.')", name);
+				perr(ps, "invalid release name '%s' (letters, digits, '_', '-', '.'; not starting with '.')", name);
 			} else if (old) {
 				perr(ps, "release '%s' is already defined at %s:%d", name, old->file, old->line);
 			} else {
@@ -350,30 +353,9 @@ static int parse_file(Project *p, const char *path, const char *rel)
 	return 0;
 }
 
-static int resolve(Project *p, Section *m, int depth)
+/* copies into m the keys of its base that m does not set (b resolved) */
+static void inherit(Section *m, const Section *b)
 {
-	if (m->resolved)
-		return 0;
-	if (!m->base) {
-		m->resolved = 1;
-		return 0;
-	}
-	if (depth > (int)p->nmodels)
-		return error("%s:%d: inheritance cycle through model '%s'", m->file, m->line, m->name);
-	Section *b = project_model(p, m->base);
-	if (!b) {
-		const char **names = xcalloc(p->nmodels, sizeof *names);
-		for (size_t i = 0; i < p->nmodels; i++)
-			names[i] = p->models[i]->name;
-		const char *near = closest(m->base, names, p->nmodels);
-		int r = near ? error("%s:%d: model '%s' inherits unknown model '%s' (did you mean '%s'?)",
-				     m->file, m->line, m->name, m->base, near)
-			     : error("%s:%d: model '%s' inherits unknown model '%s'", m->file, m->line, m->name, m->base);
-		free(names);
-		return r;
-	}
-	if (resolve(p, b, depth + 1) < 0)
-		return -1;
 	for (size_t i = 0; i < b->nkv; i++) {
 		const KV *kv = &b->kv[i];
 		/* source and export exclude each other: a child setting either
@@ -386,7 +368,46 @@ static int resolve(Project *p, Section *m, int depth)
 		sec_add(m, kv->key, kv->value, kv->file, kv->line);
 	}
 	m->resolved = 1;
-	return 0;
+}
+
+/* Resolves m's chain of bases without recursion (a chain of 100,000
+ * models must not exhaust the stack): walks up to a resolved model or one
+ * without a base, then copies keys down the chain. */
+static int resolve(Project *p, Section *m)
+{
+	PtrVec chain = {0};
+	Section *c = m;
+	int r = 0;
+	while (!c->resolved && c->base) {
+		if (chain.n > p->nmodels) {
+			r = error("%s:%d: inheritance cycle through model '%s'", c->file, c->line, c->name);
+			break;
+		}
+		pv_push(&chain, c);
+		Section *b = project_model(p, c->base);
+		if (!b) {
+			const char **names = xcalloc(p->nmodels, sizeof *names);
+			for (size_t i = 0; i < p->nmodels; i++)
+				names[i] = p->models[i]->name;
+			const char *near = closest(c->base, names, p->nmodels);
+			r = near ? error("%s:%d: model '%s' inherits unknown model '%s' (did you mean '%s'?)",
+					 c->file, c->line, c->name, c->base, near)
+				 : error("%s:%d: model '%s' inherits unknown model '%s'", c->file, c->line,
+					 c->name, c->base);
+			free(names);
+			break;
+		}
+		c = b;
+	}
+	if (r == 0) {
+		c->resolved = 1;
+		for (size_t i = chain.n; i-- > 0;) {
+			inherit(chain.v[i], c);
+			c = chain.v[i];
+		}
+	}
+	pv_free(&chain);
+	return r;
 }
 
 /* A release names existing models (MODEL or MODEL:STAGE; stages are
@@ -474,7 +495,7 @@ int rules_load(const char *root, const char *file, Project **out)
 		free(dir);
 	}
 	for (size_t i = 0; r == 0 && i < p->nmodels; i++)
-		r = resolve(p, p->models[i], 0);
+		r = resolve(p, p->models[i]);
 	for (size_t i = 0; r == 0 && i < p->nmodels; i++) {
 		Section *m = p->models[i];
 		const KV *src = sec_find(m, "source"), *exp = sec_find(m, "export");

@@ -84,6 +84,8 @@ static int run(StageCtx *c)
 		if (r == 0)
 			r = calib_collect(m, (const char *const *)specs.v, specs.n, c->threads, needs_hist(c->sec),
 				  c->log, &s);
+		if (r == 0)
+			r = calib_check(s, m, c->log);
 		if (r == 0) {
 			char *p = path_join(c->outdir, "calibration.stats");
 			r = calib_save(s, p);

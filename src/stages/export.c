@@ -53,11 +53,15 @@ static int declared_inputs(const Section *sec, const char *root, PtrVec *files)
 		char *full = path_join(root, src);
 		struct stat st;
 		int ok = stat(full, &st) == 0 && S_ISREG(st.st_mode);
+		int in = !ok || path_resolves_inside(root, full);
 		free(full);
 		const KV *kv = sec_find(sec, "source");
 		if (!ok)
 			return error("%s:%d: model '%s': source '%s' does not exist", kv->file, kv->line,
 				     sec->name, src);
+		if (!in)
+			return error("%s:%d: model '%s': source '%s' leads outside the project through a "
+				     "symbolic link: use a file inside the project", kv->file, kv->line, sec->name, src);
 		pv_push(files, xstrdup(src));
 	}
 	const char *deps = sec_get(sec, "export.deps");
@@ -74,20 +78,32 @@ static int declared_inputs(const Section *sec, const char *root, PtrVec *files)
 		if (r == 0 && !strpbrk(pat, "*?[")) {
 			/* a plain path: no need for glob() */
 			struct stat st;
-			if (stat(pat, &st) == 0 && S_ISREG(st.st_mode))
+			char *full = path_join(root, pat);
+			int ok = stat(full, &st) == 0 && S_ISREG(st.st_mode);
+			if (ok && !path_resolves_inside(root, full))
+				r = error("%s:%d: model '%s': export.deps '%s' leads outside the project through a "
+					  "symbolic link", kv->file, kv->line, sec->name, pat);
+			else if (ok)
 				pv_push(files, xstrdup(pat));
 			else
 				r = error("%s:%d: model '%s': export.deps '%s' does not exist", kv->file, kv->line,
 					  sec->name, pat);
+			free(full);
 		} else if (r == 0) {
 			char *full = path_join(root, pat);
 			glob_t g;
 			int gr = glob(full, GLOB_NOSORT, NULL, &g);
 			size_t skip = strlen(root) + 1;
 			if (gr == 0) {
-				for (size_t j = 0; j < g.gl_pathc; j++) {
+				for (size_t j = 0; r == 0 && j < g.gl_pathc; j++) {
 					struct stat st;
-					if (stat(g.gl_pathv[j], &st) == 0 && S_ISREG(st.st_mode))
+					if (stat(g.gl_pathv[j], &st) != 0 || !S_ISREG(st.st_mode))
+						continue;
+					if (!path_resolves_inside(root, g.gl_pathv[j]))
+						r = error("%s:%d: model '%s': export.deps '%s' leads outside the "
+							  "project through a symbolic link", kv->file, kv->line,
+							  sec->name, g.gl_pathv[j] + skip);
+					else
 						pv_push(files, xstrdup(g.gl_pathv[j] + skip));
 				}
 				globfree(&g);
@@ -139,6 +155,13 @@ static int copy_model(const char *src, const char *dst, const char *rel_dir, Ptr
 			}
 			pv_push(&seen, (void *)loc);
 			char *from = path_join(sdir, loc), *to = path_join(ddir, loc);
+			if (access(from, F_OK) == 0 && !path_resolves_inside(sdir, from)) {
+				r = error("model '%s': external data location '%s' leads outside the model's "
+					  "directory through a symbolic link", src, loc);
+				free(from);
+				free(to);
+				break;
+			}
 			char *todir = path_dir(to);
 			r = mkdirs(todir);
 			if (r == 0)

@@ -106,7 +106,7 @@ int stage_param_check(const StageParam *p, const char *value)
 
 /* the files samples_open() reads from directory rel (project-relative):
  * its regular files and those of its test_data_set_* subdirectories */
-static void walk(const char *root, const char *rel, int depth, PtrVec *files)
+static void walk(const char *root, const char *rel, int depth, PtrVec *files, char **bad)
 {
 	char *full = path_join(root, rel);
 	DIR *d = opendir(full);
@@ -125,8 +125,15 @@ static void walk(const char *root, const char *rel, int depth, PtrVec *files)
 		int type = e->d_type == DT_REG ? S_IFREG : e->d_type == DT_DIR ? S_IFDIR : 0;
 		if (!type && stat(f, &st) == 0)
 			type = (int)(st.st_mode & S_IFMT);
+		/* a link (or an entry of unknown type) must lead inside the
+		 * project; entries of a directory inside it are */
+		if (e->d_type != DT_REG && e->d_type != DT_DIR && type && !path_resolves_inside(root, f)) {
+			if (!*bad)
+				*bad = xstrdup(r);
+			type = 0;
+		}
 		if (type == S_IFDIR && depth == 0 && !strncmp(e->d_name, "test_data_set", 13))
-			walk(root, r, 1, files);
+			walk(root, r, 1, files, bad);
 		else if (type == S_IFREG)
 			pv_push(files, xstrdup(r));
 		free(r);
@@ -152,22 +159,28 @@ int stage_expand_samples(const Section *sec, const char *key, const char *root, 
 			break;
 		}
 		size_t before = files->n;
-		char *full = path_join(root, s);
+		char *full = path_join(root, s), *bad = NULL;
 		glob_t g;
 		if (glob(full, 0, NULL, &g) == 0) {
-			for (size_t k = 0; k < g.gl_pathc; k++) {
+			for (size_t k = 0; !bad && k < g.gl_pathc; k++) {
 				struct stat st;
 				const char *rel = g.gl_pathv[k] + skip;
 				int ok = stat(g.gl_pathv[k], &st) == 0;
-				if (ok && S_ISDIR(st.st_mode))
-					walk(root, rel, 0, files);
+				if (ok && !path_resolves_inside(root, g.gl_pathv[k]))
+					bad = xstrdup(rel);
+				else if (ok && S_ISDIR(st.st_mode))
+					walk(root, rel, 0, files, &bad);
 				else if (ok && S_ISREG(st.st_mode))
 					pv_push(files, xstrdup(rel));
 			}
 			globfree(&g);
 		}
 		free(full);
-		if (files->n == before)
+		if (bad) {
+			r = error("%s:%d: model '%s': %s: '%s' leads outside the project through a symbolic link",
+				  kv->file, kv->line, sec->name, key, bad);
+			free(bad);
+		} else if (files->n == before)
 			r = error("%s:%d: model '%s': %s '%s' matches no file%s", kv->file, kv->line, sec->name, key, s,
 				  empty_hint);
 	}

@@ -146,6 +146,9 @@ static int declared_inputs(const Section *sec, const char *root, PtrVec *files)
 		else if (stat(full, &st) != 0 || !S_ISREG(st.st_mode))
 			r = error("%s:%d: model '%s': verify.labels file '%s' does not exist", lk->file, lk->line,
 				  sec->name, lv);
+		else if (!path_resolves_inside(root, full))
+			r = error("%s:%d: model '%s': verify.labels '%s' leads outside the project through a "
+				  "symbolic link", lk->file, lk->line, sec->name, lv);
 		else
 			pv_push(files, xstrdup(lv));
 		free(full);

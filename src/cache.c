@@ -601,8 +601,10 @@ void cache_touch_action(Cache *c, Hash key)
  * lock, like flock(), belongs to the open file and goes with the process
  * that holds it, SIGKILL included; unlike a lock file per key, it creates
  * no inode per action (a fresh build made one per action, and locks/ only
- * ever grew). */
-int cache_lock(Cache *c, Hash key)
+ * ever grew). lock_key returns the lock's fd, or -1 (with error() when
+ * it cannot be taken, or silently when !wait and another process holds
+ * it). */
+static int lock_key(Cache *c, Hash key, int wait)
 {
 	char *p = path_join(c->dir, "lock");
 	int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
@@ -614,9 +616,10 @@ int cache_lock(Cache *c, Hash key)
 	uint64_t off;
 	memcpy(&off, key.b, sizeof off);
 	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)(off >> 2), .l_len = 1};
-	while (fcntl(fd, F_OFD_SETLKW, &fl) < 0) {
+	while (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) < 0) {
 		if (errno != EINTR) {
-			error("cannot lock '%s':", p);
+			if (wait)
+				error("cannot lock '%s':", p);
 			free(p);
 			close(fd);
 			return -1;
@@ -624,6 +627,11 @@ int cache_lock(Cache *c, Hash key)
 	}
 	free(p);
 	return fd;
+}
+
+int cache_lock(Cache *c, Hash key)
+{
+	return lock_key(c, key, 1);
 }
 
 void cache_unlock(int fd)
@@ -790,24 +798,6 @@ static GcObj *gc_find(GcState *s, Hash h)
 	return s->nobjs ? bsearch(&k, s->objs, s->nobjs, sizeof *s->objs, cmp_obj) : NULL;
 }
 
-/* try the lock of an action without waiting: fd, or -1 when held (being
- * built) or on error */
-static int try_lock(Cache *c, Hash key)
-{
-	char *p = path_join(c->dir, "lock");
-	int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-	free(p);
-	if (fd < 0)
-		return -1;
-	uint64_t off;
-	memcpy(&off, key.b, sizeof off);
-	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)(off >> 2), .l_len = 1};
-	if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
 
 static int recent(struct timespec t, time_t now, int64_t grace)
 {
@@ -873,7 +863,7 @@ int cache_gc(Cache *c, int64_t max_bytes, int64_t grace, CacheGcStats *st)
 			st->kept_recent++;
 			continue;
 		}
-		int lk = try_lock(c, a->rec.key);
+		int lk = lock_key(c, a->rec.key, 0);
 		if (lk < 0 && a->rec.nouts) {
 			st->kept_busy++;
 			continue;
@@ -940,7 +930,7 @@ int cache_fsck(Cache *c, CacheFsckStats *st)
 		}
 		if (!bad)
 			continue;
-		int lk = try_lock(c, a->rec.key);
+		int lk = lock_key(c, a->rec.key, 0);
 		if (unlink(a->path) == 0)
 			st->actions_damaged++;
 		cache_unlock(lk);

@@ -145,6 +145,8 @@ char *key_explain(Build *b, const Action *a);
 /* is the record usable: discovered deps unchanged and, with check_objects,
  * every output object present; else 0 and *why (malloc'd) */
 int key_record_valid(Build *b, const ActionRec *r, char **why, int check_objects);
+/* is every output object of the record in the store; else 0 and *why */
+int key_outputs_present(Build *b, const ActionRec *r, char **why);
 /* is the root-relative path inside the build directory */
 int key_in_build_dir(const Build *b, const char *path);
 

@@ -16,6 +16,20 @@
 
 /* Copy the targets' outputs into the build directory. Returns 0, -1 on an
  * I/O error, 1 when a corrupt object invalidated an action (run again). */
+/* where a target's outputs go in the build directory (malloc'd) */
+static char *target_dir(const Build *b, const Action *a)
+{
+	return a->last ? path_join(b->o->build_dir, a->model->name)
+		       : xasprintf("%s/%s/%s", b->o->build_dir, a->model->name, a->stage->name);
+}
+
+/* does the build directory's file dst hold the object's bytes already */
+static int in_place(Build *b, const char *dst, Hash want)
+{
+	Hash h;
+	return access(dst, F_OK) == 0 && statcache_hash(b->sc, dst, &h) == 0 && hash_eq(h, want);
+}
+
 static int materialize(Build *b)
 {
 	int again = 0;
@@ -23,8 +37,7 @@ static int materialize(Build *b)
 		Action *a = b->acts[i];
 		if (!a->target || a->state != A_DONE)
 			continue;
-		char *dir = a->last ? path_join(b->o->build_dir, a->model->name)
-				    : xasprintf("%s/%s/%s", b->o->build_dir, a->model->name, a->stage->name);
+		char *dir = target_dir(b, a);
 		if (a->last) {
 			/* the whole chain is built: an earlier failure's leftovers are stale */
 			char *failed = path_join(dir, "failed");
@@ -35,8 +48,7 @@ static int materialize(Build *b)
 		for (size_t j = 0; j < a->rec.nouts; j++) {
 			const ActionOut *o = &a->rec.outs[j];
 			char *dst = path_join(dir, o->name), *dd = path_dir(dst);
-			Hash h;
-			if (access(dst, F_OK) == 0 && statcache_hash(b->sc, dst, &h) == 0 && hash_eq(h, o->h)) {
+			if (in_place(b, dst, o->h)) {
 				free(dst);
 				free(dd);
 				continue;
@@ -81,13 +93,10 @@ static size_t would_restore(Build *b, int quiet)
 		Action *a = b->acts[i];
 		if (!a->target || a->state != A_DONE || !a->have_rec)
 			continue;
-		char *dir = a->last ? path_join(b->o->build_dir, a->model->name)
-				    : xasprintf("%s/%s/%s", b->o->build_dir, a->model->name, a->stage->name);
+		char *dir = target_dir(b, a);
 		for (size_t j = 0; j < a->rec.nouts; j++) {
 			char *dst = path_join(dir, a->rec.outs[j].name);
-			Hash h;
-			if (access(dst, F_OK) != 0 || statcache_hash(b->sc, dst, &h) < 0 ||
-			    !hash_eq(h, a->rec.outs[j].h)) {
+			if (!in_place(b, dst, a->rec.outs[j].h)) {
 				if (!quiet)
 					printf("would restore %s from the cache\n", dst);
 				n++;

@@ -192,7 +192,12 @@ int key_record_valid(Build *b, const ActionRec *r, char **why, int check_objects
 			return 0;
 		}
 	}
-	for (size_t i = 0; check_objects && i < r->nouts; i++) {
+	return !check_objects || key_outputs_present(b, r, why);
+}
+
+int key_outputs_present(Build *b, const ActionRec *r, char **why)
+{
+	for (size_t i = 0; i < r->nouts; i++) {
 		if (!cache_has_object(b->cache, r->outs[i].h)) {
 			*why = xasprintf("output %s is missing from the cache", r->outs[i].name);
 			return 0;

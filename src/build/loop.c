@@ -248,7 +248,9 @@ static void finish(Build *b, Action *a, int status)
 		char *why = NULL;
 		if (cache_get_action(b->cache, a->key, &a->rec) == 1) {
 			a->have_rec = 1;
-			if (!key_record_valid(b, &a->rec, &why, 1))
+			/* the child hashed the deps (trusted below); a gc beside
+			 * the build may have removed the objects since */
+			if (!key_outputs_present(b, &a->rec, &why))
 				forget_rec(a);
 		}
 		if (!a->have_rec) {
